@@ -1,0 +1,28 @@
+# flexarm — the README's commands. Everything runs inside .venv + the colcon workspace (env.sh).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ENV := set -o pipefail; . ./env.sh &&
+PYTEST_ARGS ?=
+
+.PHONY: help setup test demo bench clean
+
+help:
+	@echo "make setup  - create .venv (ROS 2 wheels + pinned deps) and colcon-build the workspace"
+	@echo "make demo   - run the main job (simulate the De Luca arm, print a summary)"
+	@echo "make test   - setup, then the whole test suite (all packages + system tests)"
+	@echo "make bench  - run the benchmarks and print tables"
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup
+	@$(ENV) python -m pytest -c pytest.ini $(PYTEST_ARGS)
+
+demo: setup
+	@$(ENV) flexarm demo
+
+bench: setup
+	@$(ENV) python bench/run_all.py
+
+clean:
+	rm -rf build install log .cache

