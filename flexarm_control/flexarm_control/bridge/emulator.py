@@ -1,0 +1,641 @@
+"""Protocol 2.0 X-series servo emulator served over a real pseudo-terminal.
+
+The vendor SDK (``dynamixel_sdk.PortHandler``) opens a device path with
+pyserial, so the emulator creates a pty pair with :func:`os.openpty`, puts the
+slave in raw mode and hands out its path as :attr:`ServoEmulator.port_name`.
+A background thread serves the master end.
+
+Supported instructions: PING (unicast and broadcast), READ, WRITE, REBOOT,
+SYNC_READ, SYNC_WRITE, BULK_READ, BULK_WRITE.  Each emulated servo has a
+control table (bytearray) with EEPROM (< 64) and RAM areas; EEPROM writes are
+refused with an access error while torque is on; read-only items are refused
+with an access error; Goal Current above Current Limit is refused with a data
+limit error; Operating Mode values are range checked.
+
+Motion comes from a *plant*: ``plant(dt, goals, torque_enabled) ->
+(positions_rad, velocities_rad_s, currents_A)`` (arrays ordered like
+``goals.ids``), called before each request is handled with the wall time since
+the previous call.  ``goals`` is a :class:`PlantGoals` with the operating mode,
+goal current (A), goal position (rad), goal velocity (rad/s) and current limit
+(A) of each servo.  The default :class:`MotorInertiaPlant` integrates
+``J dw/dt = k_t i - b w`` per servo (with a current-limited PD loop in the
+position modes).
+
+Fault injection: :meth:`ServoEmulator.set_silent`,
+:meth:`ServoEmulator.corrupt_next`, :meth:`ServoEmulator.set_hardware_error`,
+:meth:`ServoEmulator.set_latency`, :meth:`ServoEmulator.close_port` /
+:meth:`ServoEmulator.reopen_port` (unplug / replug; with ``link_path`` the
+port keeps its path, like a udev ``/dev/serial/by-id`` link).
+
+Run ``python -m flexarm_control.bridge.emulator --ids 1 2`` to serve a bus
+from the command line.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import math
+import os
+import select
+import sys
+import threading
+import time
+import tty
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import control_table as ct
+from . import protocol as p
+
+TABLE_BYTES = 256
+
+
+@dataclass
+class PlantGoals:
+    """Commands seen by the plant, one entry per servo (order of ``ids``)."""
+    ids: Tuple[int, ...]
+    modes: np.ndarray            # operating mode (control_table.MODE_*)
+    current_a: np.ndarray        # Goal Current (A)
+    position_rad: np.ndarray     # Goal Position (rad, servo side)
+    velocity_rad_s: np.ndarray   # Goal Velocity (rad/s)
+    current_limit_a: np.ndarray  # Current Limit (A)
+
+
+PlantFn = Callable[[float, PlantGoals, np.ndarray], Tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+class MotorInertiaPlant:
+    """Independent motor + inertia per servo: ``J w' = k_t i - b w``.
+
+    * current mode: ``i = goal current`` (clipped to the current limit)
+    * position modes (3, 4, 5): ``i = kp (q_goal - q) - kd w``, clipped to the
+      current limit and, in mode 5, to ``|goal current|``
+    * velocity mode: ``i = kv (w_goal - w)`` clipped
+    * torque off: ``i = 0`` (the shaft coasts down through ``b``)
+    """
+
+    def __init__(self, n: int, inertia: float = 2e-3, damping: float = 0.05,
+                 torque_constant: float = 1.78, kp: float = 40.0, kd: float = 0.8,
+                 kv: float = 0.5, max_step: float = 5e-4, max_dt: float = 1.0,
+                 initial_positions: Optional[Sequence[float]] = None):
+        self.J = inertia
+        self.b = damping
+        self.kt = torque_constant
+        self.kp, self.kd, self.kv = kp, kd, kv
+        self.max_step = max_step
+        self.max_dt = max_dt
+        self.q = np.zeros(n) if initial_positions is None else np.asarray(initial_positions, float).copy()
+        self.w = np.zeros(n)
+        self.i = np.zeros(n)
+
+    def _current(self, g: PlantGoals, on: np.ndarray) -> np.ndarray:
+        lim = g.current_limit_a
+        i = np.clip(g.current_a, -lim, lim)
+        pos_modes = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
+            | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
+        if pos_modes.any():
+            ip = self.kp * (g.position_rad - self.q) - self.kd * self.w
+            plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION,
+                            np.minimum(np.abs(g.current_a), lim), lim)
+            i = np.where(pos_modes, np.clip(ip, -plim, plim), i)
+        vel = g.modes == ct.MODE_VELOCITY
+        if vel.any():
+            i = np.where(vel, np.clip(self.kv * (g.velocity_rad_s - self.w), -lim, lim), i)
+        return np.where(on, i, 0.0)
+
+    def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
+        dt = min(max(dt, 0.0), self.max_dt)
+        steps = max(1, int(math.ceil(dt / self.max_step))) if dt > 0 else 0
+        h = dt / steps if steps else 0.0
+        for _ in range(steps):
+            self.i = self._current(goals, torque_enabled)
+            acc = (self.kt * self.i - self.b * self.w) / self.J
+            self.w = self.w + h * acc
+            self.q = self.q + h * self.w
+        if steps == 0:
+            self.i = self._current(goals, torque_enabled)
+        return self.q.copy(), self.w.copy(), self.i.copy()
+
+
+class EmulatedServo:
+    """Control table of one X-series servo."""
+
+    def __init__(self, servo_id: int, model: ct.ModelUnits):
+        self.id = servo_id
+        self.model = model
+        self.table = bytearray(TABLE_BYTES)
+        self.factory_reset()
+
+    def factory_reset(self) -> None:
+        m = self.model
+        t = self.table
+        t[:] = bytes(TABLE_BYTES)
+        self.set(ct.MODEL_NUMBER, m.model_number)
+        self.set(ct.FIRMWARE_VERSION, 46)
+        self.set(ct.ID, self.id)
+        self.set(ct.BAUD_RATE, 3)  # 1 Mbps
+        self.set(ct.RETURN_DELAY_TIME, 250)
+        self.set(ct.OPERATING_MODE, ct.MODE_POSITION)
+        self.set(ct.PROTOCOL_TYPE, 2)
+        self.set(ct.TEMPERATURE_LIMIT, 80)
+        self.set(ct.MAX_VOLTAGE_LIMIT, 160)
+        self.set(ct.MIN_VOLTAGE_LIMIT, 95)
+        self.set(ct.PWM_LIMIT, 885)
+        self.set(ct.CURRENT_LIMIT, m.current_limit_max_lsb)
+        self.set(ct.VELOCITY_LIMIT, m.velocity_limit_default_lsb)
+        self.set(ct.MAX_POSITION_LIMIT, m.position_max_count)
+        self.set(ct.MIN_POSITION_LIMIT, m.position_min_count)
+        self.set(ct.SHUTDOWN, ct.DEFAULT_SHUTDOWN)
+        self.reset_ram()
+
+    def reset_ram(self) -> None:
+        """RAM defaults after power-on / REBOOT (present values kept)."""
+        self.set(ct.TORQUE_ENABLE, 0)
+        self.set(ct.STATUS_RETURN_LEVEL, 2)
+        self.set(ct.HARDWARE_ERROR_STATUS, 0)
+        self.set(ct.GOAL_CURRENT, 0)
+        self.set(ct.GOAL_VELOCITY, 0)
+        self.set(ct.POSITION_P_GAIN, 800)
+        self.set(ct.PRESENT_INPUT_VOLTAGE, 120)
+        self.set(ct.PRESENT_TEMPERATURE, 35)
+
+    def get(self, item: ct.Item) -> int:
+        return ct.decode(item, self.table, item.address)
+
+    def set(self, item: ct.Item, value: int) -> None:
+        self.table[item.address:item.address + item.size] = ct.encode(item, int(value))
+
+    @property
+    def torque_on(self) -> bool:
+        return bool(self.table[ct.TORQUE_ENABLE.address])
+
+    @property
+    def hardware_error(self) -> int:
+        return self.table[ct.HARDWARE_ERROR_STATUS.address]
+
+    def status_error(self, code: int = 0) -> int:
+        return code | (p.ERR_ALERT if self.hardware_error else 0)
+
+    def read(self, address: int, length: int) -> Tuple[int, bytes]:
+        if length < 0 or address < 0 or address + length > TABLE_BYTES:
+            return p.ERR_ACCESS, b""
+        return 0, bytes(self.table[address:address + length])
+
+    def write(self, address: int, data: bytes) -> int:
+        """Apply a write; returns the error code (0 = accepted, nothing written otherwise)."""
+        n = len(data)
+        if n == 0 or address < 0 or address + n > TABLE_BYTES:
+            return p.ERR_ACCESS
+        end = address + n
+        for lo, hi in ct.READ_ONLY_RANGES:
+            if address < hi and end > lo:
+                return p.ERR_ACCESS
+        if address < ct.EEPROM_END and self.torque_on:
+            return p.ERR_ACCESS
+        new = bytearray(self.table)
+        new[address:end] = data
+
+        def changed(item):
+            return address < item.address + item.size and end > item.address
+
+        def val(item):
+            return ct.decode(item, new, item.address)
+
+        if changed(ct.OPERATING_MODE) and val(ct.OPERATING_MODE) not in ct.VALID_MODES:
+            return p.ERR_DATA_RANGE
+        if changed(ct.TORQUE_ENABLE) and val(ct.TORQUE_ENABLE) not in (0, 1):
+            return p.ERR_DATA_RANGE
+        if changed(ct.CURRENT_LIMIT) and val(ct.CURRENT_LIMIT) > self.model.current_limit_max_lsb:
+            return p.ERR_DATA_LIMIT
+        if changed(ct.GOAL_CURRENT) and abs(val(ct.GOAL_CURRENT)) > val(ct.CURRENT_LIMIT):
+            return p.ERR_DATA_LIMIT
+        if changed(ct.TORQUE_ENABLE) and val(ct.TORQUE_ENABLE) == 1 \
+                and self.hardware_error & self.get(ct.SHUTDOWN):
+            # a shut-down servo refuses torque until it is rebooted
+            return p.ERR_RESULT_FAIL
+        if changed(ct.GOAL_POSITION) and self.get(ct.OPERATING_MODE) == ct.MODE_POSITION:
+            lo_lim, hi_lim = val(ct.MIN_POSITION_LIMIT), val(ct.MAX_POSITION_LIMIT)
+            if not lo_lim <= val(ct.GOAL_POSITION) <= hi_lim:
+                return p.ERR_DATA_LIMIT
+        self.table[:] = new
+        return 0
+
+
+class ServoEmulator:
+    """Serve emulated X-series servos on a pty (see module docstring)."""
+
+    def __init__(self, ids: Iterable[int] = (1,), model="XM430-W350",
+                 plant: Optional[PlantFn] = None, latency: float = 0.0,
+                 link_path: Optional[str] = None, start: bool = True):
+        self.model = ct.get_model(model)
+        self.ids: Tuple[int, ...] = tuple(int(i) for i in ids)
+        if len(set(self.ids)) != len(self.ids) or not all(0 <= i <= p.MAX_ID for i in self.ids):
+            raise ValueError("bad servo ids %r" % (self.ids,))
+        self.servos: Dict[int, EmulatedServo] = {i: EmulatedServo(i, self.model) for i in self.ids}
+        self.plant: PlantFn = plant or MotorInertiaPlant(
+            len(self.ids), torque_constant=self.model.torque_constant_nm_per_a)
+        self.latency = float(latency)
+        self.link_path = link_path
+        self._lock = threading.RLock()
+        self._silent = False
+        self._corrupt: List[str] = []
+        self._parser = p.PacketParser()
+        self._last_plant_t: Optional[float] = None
+        self.stats: Dict[str, int] = {
+            "packets_received": 0, "packets_served": 0, "bad_packets": 0,
+            "crc_errors": 0, "truncated": 0, "ignored_silent": 0,
+            "corrupted_sent": 0, "write_refused": 0, "tx_dropped_bytes": 0,
+        }
+        self.instruction_counts: Dict[str, int] = {}
+        self._master: Optional[int] = None
+        self._slave: Optional[int] = None
+        self._pts_name = ""
+        self._want_close = False
+        self._closed_evt = threading.Event()
+        self._stop = False
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread: Optional[threading.Thread] = None
+        self._open_pty()
+        self._sync_present()
+        if start:
+            self.start()
+
+    # --- pty management -------------------------------------------------------------
+    def _open_pty(self) -> None:
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        fl = fcntl.fcntl(master, fcntl.F_GETFL)
+        fcntl.fcntl(master, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+        self._pts_name = os.ttyname(slave)
+        if self.link_path:
+            tmp = self.link_path + ".tmp%d" % os.getpid()
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(self._pts_name, tmp)
+            os.replace(tmp, self.link_path)
+        with self._lock:
+            self._parser.reset()
+            self._master, self._slave = master, slave
+
+    @property
+    def port_name(self) -> str:
+        """Path the SDK should open (the symlink if ``link_path`` was given)."""
+        return self.link_path or self._pts_name
+
+    @property
+    def pts_name(self) -> str:
+        return self._pts_name
+
+    def _close_fds(self) -> None:
+        with self._lock:
+            for fd in (self._master, self._slave):
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            self._master = self._slave = None
+
+    def close_port(self, timeout: float = 2.0) -> None:
+        """Unplug: close both pty ends (the SDK side then sees I/O errors)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._close_fds()
+            return
+        self._closed_evt.clear()
+        self._want_close = True
+        self._wake()
+        self._closed_evt.wait(timeout)
+
+    def reopen_port(self) -> str:
+        """Replug: new pty (same servos/state); returns :attr:`port_name`."""
+        if self._master is not None:
+            self.close_port()
+        self._open_pty()
+        self._wake()
+        return self.port_name
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    # --- life cycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, name="ServoEmulator", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        self._close_fds()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+        if self.link_path and os.path.islink(self.link_path):
+            try:
+                os.unlink(self.link_path)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- fault injection ------------------------------------------------------------------
+    def set_silent(self, silent: bool = True) -> None:
+        """Stop (or resume) answering; requests are still received and applied."""
+        self._silent = bool(silent)
+
+    def corrupt_next(self, n: int = 1, kind: str = "crc") -> None:
+        """Corrupt the next *n* status packets.
+
+        kind: ``'crc'`` (bad CRC), ``'truncate'`` (only the first half is sent),
+        ``'drop'`` (not sent at all), ``'garbage'`` (noise bytes before a
+        correct packet - a receiver must resync and accept it), ``'none'``
+        (sent intact: use it to target a later packet of a sync read).
+        """
+        if kind not in ("crc", "truncate", "drop", "garbage", "none"):
+            raise ValueError("unknown corruption kind %r" % kind)
+        with self._lock:
+            self._corrupt.extend([kind] * int(n))
+
+    def set_hardware_error(self, servo_id: int, bits: int) -> None:
+        """Set Hardware Error Status; shutdown bits turn torque off (like a real X)."""
+        with self._lock:
+            s = self.servos[servo_id]
+            s.set(ct.HARDWARE_ERROR_STATUS, bits & 0xFF)
+            if bits & s.get(ct.SHUTDOWN):
+                s.set(ct.TORQUE_ENABLE, 0)
+
+    def set_latency(self, seconds: float) -> None:
+        self.latency = max(0.0, float(seconds))
+
+    def set_present(self, servo_id: int, voltage_v: Optional[float] = None,
+                    temperature_c: Optional[float] = None) -> None:
+        with self._lock:
+            s = self.servos[servo_id]
+            if voltage_v is not None:
+                s.set(ct.PRESENT_INPUT_VOLTAGE, round(voltage_v / self.model.voltage_volt_per_lsb))
+            if temperature_c is not None:
+                s.set(ct.PRESENT_TEMPERATURE, round(temperature_c / self.model.temperature_c_per_lsb))
+
+    def torque_enabled(self, servo_id: int) -> bool:
+        return self.servos[servo_id].torque_on
+
+    # --- plant ---------------------------------------------------------------------------------
+    def _goals(self) -> Tuple[PlantGoals, np.ndarray]:
+        m = self.model
+        ss = [self.servos[i] for i in self.ids]
+        goals = PlantGoals(
+            ids=self.ids,
+            modes=np.array([s.get(ct.OPERATING_MODE) for s in ss], dtype=int),
+            current_a=np.array([ct.current_raw_to_amp(s.get(ct.GOAL_CURRENT), m) for s in ss]),
+            position_rad=np.array([ct.counts_to_rad(s.get(ct.GOAL_POSITION), m) for s in ss]),
+            velocity_rad_s=np.array([ct.velocity_raw_to_rad_s(s.get(ct.GOAL_VELOCITY), m) for s in ss]),
+            current_limit_a=np.array([ct.current_raw_to_amp(s.get(ct.CURRENT_LIMIT), m) for s in ss]),
+        )
+        on = np.array([s.torque_on for s in ss], dtype=bool)
+        return goals, on
+
+    def step_plant(self, now: Optional[float] = None) -> None:
+        """Advance the plant to *now* (wall time) and refresh Present values."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            dt = 0.0 if self._last_plant_t is None else now - self._last_plant_t
+            self._last_plant_t = now
+            goals, on = self._goals()
+            q, w, i = self.plant(dt, goals, on)
+            self._write_present(q, w, i)
+
+    def _sync_present(self) -> None:
+        self.step_plant()
+
+    def _write_present(self, q, w, i) -> None:
+        m = self.model
+        for k, sid in enumerate(self.ids):
+            s = self.servos[sid]
+            s.set(ct.PRESENT_POSITION, max(-2**31, min(2**31 - 1, ct.rad_to_counts(float(q[k]), m))))
+            s.set(ct.PRESENT_VELOCITY, max(-2**31, min(2**31 - 1, ct.rad_s_to_velocity_raw(float(w[k]), m))))
+            s.set(ct.PRESENT_CURRENT, max(-32768, min(32767, ct.amp_to_current_raw(float(i[k]), m))))
+            s.set(ct.MOVING, 1 if abs(w[k]) > m.rad_s_per_lsb else 0)
+
+    # --- serving ------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        while not self._stop:
+            if self._want_close:
+                self._want_close = False
+                self._close_fds()
+                self._closed_evt.set()
+            master = self._master
+            fds = [self._wake_r] + ([master] if master is not None else [])
+            try:
+                r, _, _ = select.select(fds, [], [], 0.2)
+            except (OSError, ValueError):
+                time.sleep(0.01)
+                continue
+            if self._wake_r in r:
+                try:
+                    os.read(self._wake_r, 64)
+                except OSError:
+                    pass
+                continue
+            if master is None or master not in r:
+                # idle: partial packet that never completed is a truncated request
+                with self._lock:
+                    if self._parser.check_timeout(0.1):
+                        self.stats["bad_packets"] += 1
+                        self.stats["truncated"] += 1
+                continue
+            try:
+                data = os.read(master, 4096)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EINTR):
+                    continue
+                time.sleep(0.01)  # EIO: nobody has the slave open
+                continue
+            if not data:
+                continue
+            self._handle_bytes(data)
+
+    def _handle_bytes(self, data: bytes) -> None:
+        with self._lock:
+            st = self._parser.stats
+            crc0, tr0 = st.crc_errors, st.truncated
+            packets = self._parser.feed(data)
+            self.stats["crc_errors"] += st.crc_errors - crc0
+            self.stats["truncated"] += st.truncated - tr0
+            self.stats["bad_packets"] += (st.crc_errors - crc0) + (st.truncated - tr0)
+        for pkt in packets:
+            if pkt.is_status:
+                continue  # our own echo or another master: ignore
+            self.stats["packets_received"] += 1
+            name = p.INSTRUCTION_NAMES.get(pkt.instruction, hex(pkt.instruction))
+            self.instruction_counts[name] = self.instruction_counts.get(name, 0) + 1
+            with self._lock:
+                self.step_plant()
+                replies = self._dispatch(pkt)
+                self.step_plant()  # goals may have changed (torque, current)
+            if not replies:
+                continue
+            if self._silent:
+                self.stats["ignored_silent"] += len(replies)
+                continue
+            if self.latency > 0:
+                time.sleep(self.latency)
+            self._send(replies)
+
+    def _send(self, replies: List[bytes]) -> None:
+        out = bytearray()
+        with self._lock:
+            for r in replies:
+                kind = self._corrupt.pop(0) if self._corrupt else None
+                if kind == "none":
+                    kind = None
+                elif kind is not None:
+                    self.stats["corrupted_sent"] += 1
+                if kind == "crc":
+                    r = r[:-1] + bytes(((r[-1] ^ 0x5A) & 0xFF,))
+                elif kind == "truncate":
+                    r = r[:max(4, len(r) // 2)]
+                elif kind == "drop":
+                    r = b""
+                elif kind == "garbage":
+                    r = b"\x00\xff\x13\xff\xff\x42" + r
+                out += r
+                self.stats["packets_served"] += 1
+            master = self._master
+        if master is None:
+            return
+        view = memoryview(bytes(out))
+        deadline = time.monotonic() + 0.05
+        while view:
+            try:
+                n = os.write(master, view)
+                view = view[n:]
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+                    continue
+                self.stats["tx_dropped_bytes"] += len(view)
+                return
+
+    def _status(self, s: EmulatedServo, code: int = 0, params: bytes = b"") -> bytes:
+        return p.build_status(s.id, s.status_error(code), params)
+
+    def _dispatch(self, pkt: p.Packet) -> List[bytes]:
+        inst, sid, prm = pkt.instruction, pkt.servo_id, pkt.params
+        bcast = sid == p.BROADCAST_ID
+        target = self.servos.get(sid)
+        if not bcast and target is None:
+            return []
+        if inst == p.INST_PING:
+            targets = [self.servos[i] for i in self.ids] if bcast else [target]
+            return [self._status(s, 0, ct.encode(ct.MODEL_NUMBER, s.model.model_number)
+                                 + bytes((s.get(ct.FIRMWARE_VERSION),))) for s in targets]
+        if inst == p.INST_READ:
+            if bcast:
+                return []
+            if len(prm) != 4:
+                return [self._status(target, p.ERR_DATA_LENGTH)]
+            err, data = target.read(p.from_le(prm[0:2]), p.from_le(prm[2:4]))
+            return [self._status(target, err, data)]
+        if inst == p.INST_WRITE:
+            if len(prm) < 3:
+                return [] if bcast else [self._status(target, p.ERR_DATA_LENGTH)]
+            addr = p.from_le(prm[0:2])
+            targets = [self.servos[i] for i in self.ids] if bcast else [target]
+            errs = [s.write(addr, prm[2:]) for s in targets]
+            self.stats["write_refused"] += sum(1 for e in errs if e)
+            return [] if bcast else [self._status(target, errs[0])]
+        if inst == p.INST_REBOOT:
+            targets = [self.servos[i] for i in self.ids] if bcast else [target]
+            replies = [] if bcast else [self._status(target, 0)]
+            for s in targets:
+                s.reset_ram()
+            return replies
+        if inst in (p.INST_SYNC_READ, p.INST_SYNC_WRITE, p.INST_BULK_READ, p.INST_BULK_WRITE):
+            if not bcast:
+                return [self._status(target, p.ERR_INSTRUCTION)]
+            if inst == p.INST_SYNC_READ:
+                if len(prm) < 5:
+                    return []
+                addr, n = p.from_le(prm[0:2]), p.from_le(prm[2:4])
+                replies = []
+                for i in prm[4:]:
+                    s = self.servos.get(i)
+                    if s is not None:
+                        err, data = s.read(addr, n)
+                        replies.append(self._status(s, err, data))
+                return replies
+            if inst == p.INST_SYNC_WRITE:
+                if len(prm) < 4:
+                    return []
+                addr, n = p.from_le(prm[0:2]), p.from_le(prm[2:4])
+                body = prm[4:]
+                if n == 0 or len(body) % (n + 1):
+                    return []
+                for k in range(0, len(body), n + 1):
+                    s = self.servos.get(body[k])
+                    if s is not None and s.write(addr, body[k + 1:k + 1 + n]):
+                        self.stats["write_refused"] += 1
+                return []
+            if inst == p.INST_BULK_READ:
+                replies = []
+                for k in range(0, len(prm) - 4, 5):
+                    s = self.servos.get(prm[k])
+                    if s is not None:
+                        err, data = s.read(p.from_le(prm[k + 1:k + 3]), p.from_le(prm[k + 3:k + 5]))
+                        replies.append(self._status(s, err, data))
+                return replies
+            # BULK_WRITE
+            k = 0
+            while k + 5 <= len(prm):
+                i, addr, n = prm[k], p.from_le(prm[k + 1:k + 3]), p.from_le(prm[k + 3:k + 5])
+                s = self.servos.get(i)
+                if s is not None and s.write(addr, prm[k + 5:k + 5 + n]):
+                    self.stats["write_refused"] += 1
+                k += 5 + n
+            return []
+        return [] if bcast else [self._status(target, p.ERR_INSTRUCTION)]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="Serve emulated Dynamixel X-series servos on a pty.")
+    ap.add_argument("--ids", type=int, nargs="+", default=[1])
+    ap.add_argument("--baud", type=int, default=1000000,
+                    help="nominal baud rate (a pty ignores it; printed for the user)")
+    ap.add_argument("--model", default="XM430-W350", choices=sorted(ct.MODELS))
+    ap.add_argument("--latency", type=float, default=0.0, help="reply latency in seconds")
+    ap.add_argument("--link", default=None, help="also expose the pty under this symlink path")
+    args = ap.parse_args(argv)
+    emu = ServoEmulator(args.ids, model=args.model, latency=args.latency, link_path=args.link)
+    print(emu.port_name, flush=True)
+    print("serving ids %s (%s) at nominal %d baud on %s; Ctrl-C to stop"
+          % (list(args.ids), args.model, args.baud, emu.port_name), file=sys.stderr, flush=True)
+    try:
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        emu.close()
+        print("stats: %s" % emu.stats, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

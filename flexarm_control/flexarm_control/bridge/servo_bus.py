@@ -1,0 +1,709 @@
+"""Servo bus for Dynamixel X-series servos (Protocol 2.0) on top of the vendor SDK.
+
+Pure Python (no ROS).  The ROS ``hardware_bridge`` node wraps :class:`ServoBus`:
+
+* :meth:`ServoBus.open` / :meth:`ServoBus.close` / :meth:`ServoBus.reconnect`
+* :meth:`ServoBus.ping_all`, :meth:`ServoBus.configure`, :meth:`ServoBus.enable`,
+  :meth:`ServoBus.disable`
+* :meth:`ServoBus.read_state` -> :class:`JointReading` (one GroupSyncRead of the
+  contiguous block 126..146: current, velocity, position, voltage, temperature)
+* :meth:`ServoBus.write_efforts` (one GroupSyncWrite of Goal Current) and
+  :meth:`ServoBus.write_positions` (Goal Position, current-based position mode)
+
+Joint-side conventions (per :class:`JointServoConfig`)::
+
+    q      = direction * theta_servo / gear_ratio + zero_offset
+    qdot   = direction * omega_servo / gear_ratio
+    tau    = direction * i_motor * torque_constant * gear_ratio
+    i_cmd  = direction * tau / (torque_constant * gear_ratio)   (clamped to current_limit)
+
+``theta_servo`` / ``omega_servo`` / ``i_motor`` are the servo's own output-shaft
+readings; ``gear_ratio`` is an *external* reduction between horn and joint
+(1.0 if the horn drives the link directly); ``zero_offset`` is the joint angle
+when the servo reports position 0.
+
+Communication failures never produce valid-looking data: a reading is either
+complete (every servo answered with a good CRC) and ``ok``, or ``ok=False``
+with all numeric fields NaN.  A lost port (unplugged adapter, closed pty)
+raises :class:`PortLostError`; :meth:`ServoBus.reconnect` re-opens it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import termios
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import control_table as ct
+
+try:  # the SDK is only needed at run time, conversions work without it
+    import dynamixel_sdk as dxl
+except ImportError:  # pragma: no cover
+    dxl = None
+
+COMM_SUCCESS = 0
+COMM_RX_TIMEOUT = -3001
+COMM_RX_CORRUPT = -3002
+
+# Exceptions that mean "the serial device is gone" (pyserial raises
+# SerialException(OSError); tcflush raises termios.error).
+_PORT_EXC = (OSError, termios.error)
+
+
+class BusError(Exception):
+    """Base class of servo bus errors."""
+
+
+class PortLostError(BusError):
+    """The serial port failed (device unplugged / pty closed)."""
+
+
+class PortNotOpenError(BusError):
+    """An operation needed an open port."""
+
+
+class ServoCommError(BusError):
+    """One or more servos did not answer / refused a command."""
+
+    def __init__(self, message: str, failed: Optional[Dict[int, str]] = None):
+        super().__init__(message)
+        self.failed: Dict[int, str] = dict(failed or {})
+
+
+@dataclass
+class JointServoConfig:
+    name: str
+    servo_id: int
+    mode: str = "current"                 # 'current' | 'current_position'
+    torque_constant: float = 1.78         # N*m/A at the servo output shaft
+    gear_ratio: float = 1.0               # external reduction servo -> joint
+    direction: int = 1                    # +1 / -1
+    zero_offset: float = 0.0              # rad, joint side (joint angle at servo count 0)
+    position_limits: Tuple[float, float] = (-math.pi, math.pi)  # rad, joint side
+    velocity_limit: float = 5.0           # rad/s, joint side
+    current_limit: float = 1.0            # A, motor side
+
+    def __post_init__(self):
+        if self.mode not in ("current", "current_position"):
+            raise ValueError("joint %s: mode must be 'current' or 'current_position'" % self.name)
+        if self.direction not in (1, -1):
+            raise ValueError("joint %s: direction must be +1 or -1" % self.name)
+        if self.torque_constant <= 0 or self.gear_ratio <= 0:
+            raise ValueError("joint %s: torque_constant and gear_ratio must be > 0" % self.name)
+        lo, hi = self.position_limits
+        if not lo < hi:
+            raise ValueError("joint %s: position_limits must be (low, high)" % self.name)
+        if not 0 <= self.servo_id <= 252:
+            raise ValueError("joint %s: servo id out of range" % self.name)
+
+    @property
+    def mode_value(self) -> int:
+        return ct.MODE_BY_NAME[self.mode]
+
+
+@dataclass
+class ServoBusConfig:
+    port: str
+    baudrate: int = 1000000
+    joints: List[JointServoConfig] = field(default_factory=list)
+    model: object = "XM430-W350"          # name, model number or control_table.ModelUnits
+    read_timeout: Optional[float] = None  # s; None = SDK default (bytes*10/baud + 34 ms)
+    hw_status_period: int = 100           # sync-read Hardware Error Status every N reads (0 = never)
+
+    def __post_init__(self):
+        ids = [j.servo_id for j in self.joints]
+        if len(set(ids)) != len(ids):
+            raise ValueError("duplicate servo ids: %r" % ids)
+        names = [j.name for j in self.joints]
+        if len(set(names)) != len(names):
+            raise ValueError("duplicate joint names: %r" % names)
+        self.model = ct.get_model(self.model)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ServoBusConfig":
+        """Build from plain data (e.g. a YAML/ROS parameter dict); joints are dicts."""
+        d = dict(d)
+        js = []
+        for j in d.pop("joints", []):
+            j = dict(j)
+            if "position_limits" in j:
+                j["position_limits"] = tuple(float(x) for x in j["position_limits"])
+            js.append(JointServoConfig(**j))
+        return cls(joints=js, **d)
+
+
+@dataclass
+class JointReading:
+    """One state sample. If ``ok`` is False every numeric field is NaN."""
+    names: List[str]
+    position: np.ndarray          # rad (joint side)
+    velocity: np.ndarray          # rad/s
+    effort: np.ndarray            # N*m
+    current: np.ndarray           # A (motor side, signed as reported)
+    voltage: np.ndarray           # V per servo
+    temperature: np.ndarray       # degC per servo
+    stamp: float                  # time.monotonic() when the last reply byte was read
+    ok: bool
+    error: str = ""
+    comm_result: int = 0          # SDK COMM_* code of the failure (0 on success)
+    failed_ids: List[int] = field(default_factory=list)
+    status_errors: Dict[int, int] = field(default_factory=dict)   # status packet error byte per id
+    hardware_error: Dict[int, int] = field(default_factory=dict)  # Hardware Error Status (70) per id
+    duration: float = 0.0         # request -> last reply (s)
+
+    @property
+    def alert(self) -> bool:
+        """Any servo raised the status alert bit or reports a hardware error."""
+        return any(e & 0x80 for e in self.status_errors.values()) or \
+            any(self.hardware_error.values())
+
+    @property
+    def faulted_ids(self) -> List[int]:
+        ids = {i for i, e in self.status_errors.items() if e & 0x80}
+        ids |= {i for i, b in self.hardware_error.items() if b}
+        return sorted(ids)
+
+
+@dataclass
+class BusCounters:
+    reads_ok: int = 0
+    read_failures: int = 0      # timeouts / missing replies
+    crc_errors: int = 0         # corrupt replies (bad CRC, truncated, malformed)
+    write_failures: int = 0
+    clamped: int = 0            # per-joint clamping events (effort or position)
+    nonfinite: int = 0          # NaN/inf commands replaced by a safe value
+    hw_alerts: int = 0          # readings with the alert bit set
+    port_errors: int = 0
+    reconnects: int = 0
+
+
+# --- pure unit conversions -----------------------------------------------------------
+def servo_counts_to_joint_position(counts, j: JointServoConfig, m: ct.ModelUnits = ct.DEFAULT_MODEL):
+    return j.direction * np.asarray(counts, float) * m.rad_per_count / j.gear_ratio + j.zero_offset
+
+
+def joint_position_to_servo_counts(q, j: JointServoConfig, m: ct.ModelUnits = ct.DEFAULT_MODEL) -> int:
+    return int(round(j.direction * (q - j.zero_offset) * j.gear_ratio / m.rad_per_count))
+
+
+def servo_velocity_to_joint(raw, j: JointServoConfig, m: ct.ModelUnits = ct.DEFAULT_MODEL):
+    return j.direction * np.asarray(raw, float) * m.rad_s_per_lsb / j.gear_ratio
+
+
+def joint_velocity_to_servo_raw(qd, j: JointServoConfig, m: ct.ModelUnits = ct.DEFAULT_MODEL) -> int:
+    return int(round(j.direction * qd * j.gear_ratio / m.rad_s_per_lsb))
+
+
+def current_to_effort(current_a, j: JointServoConfig):
+    return j.direction * np.asarray(current_a, float) * j.torque_constant * j.gear_ratio
+
+
+def effort_to_current(tau, j: JointServoConfig):
+    return j.direction * np.asarray(tau, float) / (j.torque_constant * j.gear_ratio)
+
+
+def current_limit_raw(j: JointServoConfig, m: ct.ModelUnits = ct.DEFAULT_MODEL) -> int:
+    """Current limit in LSB, never above the model's maximum, rounded down."""
+    return min(int(math.floor(j.current_limit / m.current_amp_per_lsb + 1e-9)), m.current_limit_max_lsb)
+
+
+def clamp_current_raw(tau: float, j: JointServoConfig, m: ct.ModelUnits = ct.DEFAULT_MODEL) -> Tuple[int, bool]:
+    """Joint torque -> Goal Current LSB, clamped to the joint's current limit."""
+    lim = current_limit_raw(j, m)
+    raw = float(effort_to_current(tau, j)) / m.current_amp_per_lsb
+    if raw > lim:
+        return lim, True
+    if raw < -lim:
+        return -lim, True
+    return int(round(raw)), False
+
+
+# --- the bus -----------------------------------------------------------------------------------
+class ServoBus:
+    def __init__(self, config: ServoBusConfig):
+        if dxl is None:
+            raise ImportError("dynamixel_sdk is required for ServoBus")
+        if not config.joints:
+            raise ValueError("ServoBusConfig.joints is empty")
+        self.config = config
+        self.model: ct.ModelUnits = config.model
+        self.joints = list(config.joints)
+        self.ids = [j.servo_id for j in self.joints]
+        self.names = [j.name for j in self.joints]
+        self.counters = BusCounters()
+        self.hardware_error: Dict[int, int] = {i: 0 for i in self.ids}
+        self.last_command_current = np.zeros(len(self.joints))
+        self.port = None
+        self.ph = dxl.PacketHandler(2.0)
+        self._sync_read = None
+        self._sync_write_current = None
+        self._reads_since_hw_poll = 0
+        self._lost = False
+
+    # -- port handling ---------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self.port is not None and self.port.is_open and not self._lost
+
+    def open(self) -> None:
+        port = dxl.PortHandler(self.config.port)
+        try:
+            if not port.setBaudRate(self.config.baudrate):  # opens the port
+                raise BusError("unsupported baud rate %d" % self.config.baudrate)
+        except _PORT_EXC as exc:
+            self.counters.port_errors += 1
+            raise PortLostError("cannot open %s: %s" % (self.config.port, exc)) from exc
+        self.port = port
+        self._lost = False
+        self._sync_read = dxl.GroupSyncRead(port, self.ph, ct.STATE_BLOCK_START, ct.STATE_BLOCK_LEN)
+        for i in self.ids:
+            self._sync_read.addParam(i)
+        self._sync_hw = dxl.GroupSyncRead(port, self.ph, ct.HARDWARE_ERROR_STATUS.address, 1)
+        for i in self.ids:
+            self._sync_hw.addParam(i)
+        self._sync_write_current = dxl.GroupSyncWrite(port, self.ph, ct.GOAL_CURRENT.address, 2)
+
+    def close(self) -> None:
+        port, self.port = self.port, None
+        if port is not None:
+            try:
+                port.closePort()
+            except Exception:  # noqa: BLE001 - a dead port may fail to close
+                pass
+
+    def reconnect(self, port: Optional[str] = None) -> None:
+        """Close and re-open the port (optionally a new path). Raises PortLostError."""
+        self.close()
+        if port is not None:
+            self.config.port = port
+        self.open()
+        self.counters.reconnects += 1
+
+    def __enter__(self):
+        self.open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _require_open(self):
+        if self.port is None:
+            raise PortNotOpenError("port %s is not open" % self.config.port)
+        if self._lost:
+            raise PortLostError("port %s was lost; call reconnect()" % self.config.port)
+
+    def _port_failed(self, exc: BaseException, what: str):
+        self.counters.port_errors += 1
+        self._lost = True
+        if self.port is not None:
+            self.port.is_using = False
+        raise PortLostError("%s on %s failed: %s" % (what, self.config.port, exc)) from exc
+
+    # -- single-servo helpers -------------------------------------------------------
+    def _write(self, sid: int, item: ct.Item, value: int) -> Optional[str]:
+        """Write with status; returns None on success or an error text."""
+        data = list(ct.encode(item, value))
+        try:
+            res, err = self.ph.writeTxRx(self.port, sid, item.address, item.size, data)
+        except _PORT_EXC as exc:
+            self._port_failed(exc, "write")
+        if res != COMM_SUCCESS:
+            return self.ph.getTxRxResult(res)
+        if err & 0x7F:
+            return self.ph.getRxPacketError(err & 0x7F)
+        if err & 0x80:
+            self.counters.hw_alerts += 1
+        return None
+
+    def _read(self, sid: int, item: ct.Item) -> Tuple[Optional[int], str]:
+        try:
+            data, res, err = self.ph.readTxRx(self.port, sid, item.address, item.size)
+        except _PORT_EXC as exc:
+            self._port_failed(exc, "read")
+        if res != COMM_SUCCESS:
+            return None, self.ph.getTxRxResult(res)
+        if err & 0x7F or len(data) != item.size:
+            return None, self.ph.getRxPacketError(err & 0x7F) or "short reply"
+        return ct.decode(item, bytes(data)), ""
+
+    # -- setup ----------------------------------------------------------------------------
+    def ping_all(self, require: bool = False) -> Dict[int, Optional[int]]:
+        """Ping every servo: {id: model number or None if no answer}."""
+        self._require_open()
+        out: Dict[int, Optional[int]] = {}
+        for sid in self.ids:
+            try:
+                model, res, _err = self.ph.ping(self.port, sid)
+            except _PORT_EXC as exc:
+                self._port_failed(exc, "ping")
+            out[sid] = model if res == COMM_SUCCESS else None
+        missing = [i for i, m in out.items() if m is None]
+        if require and missing:
+            raise ServoCommError("servos %s did not answer a ping" % missing,
+                                 {i: "no answer" for i in missing})
+        return out
+
+    def configure(self) -> None:
+        """Torque off, operating mode, Current Limit (and goal current) on every servo.
+
+        Raises ServoCommError naming the servos that failed (after trying all).
+        """
+        self._require_open()
+        m = self.model
+        failed: Dict[int, str] = {}
+        for j in self.joints:
+            lim = current_limit_raw(j, m)
+            steps = [
+                (ct.TORQUE_ENABLE, 0),
+                (ct.OPERATING_MODE, j.mode_value),
+                (ct.CURRENT_LIMIT, lim),
+                (ct.VELOCITY_LIMIT, min(abs(joint_velocity_to_servo_raw(j.velocity_limit, j, m)), 32767)),
+                # current mode: start from zero torque; current-based position: Goal Current is the limit
+                (ct.GOAL_CURRENT, 0 if j.mode == "current" else lim),
+            ]
+            for item, value in steps:
+                err = self._write(j.servo_id, item, value)
+                if err:
+                    failed[j.servo_id] = "%s <- %d: %s" % (item, value, err)
+                    break
+        if failed:
+            raise ServoCommError("configure failed for %s" % sorted(failed), failed)
+
+    def enable(self) -> None:
+        """Torque on for all servos; on any failure all servos are disabled again."""
+        self._require_open()
+        failed: Dict[int, str] = {}
+        for j in self.joints:
+            if j.mode == "current_position":
+                # hold the present position instead of jumping to a stale goal
+                counts, err = self._read(j.servo_id, ct.PRESENT_POSITION)
+                if counts is None:
+                    failed[j.servo_id] = "read present position: " + err
+                    continue
+                err = self._write(j.servo_id, ct.GOAL_POSITION, counts)
+                if err:
+                    failed[j.servo_id] = "goal position: " + err
+                    continue
+            else:
+                err = self._write(j.servo_id, ct.GOAL_CURRENT, 0)
+                if err:
+                    failed[j.servo_id] = "goal current: " + err
+                    continue
+            err = self._write(j.servo_id, ct.TORQUE_ENABLE, 1)
+            if err:
+                failed[j.servo_id] = "torque enable: " + err
+        if failed:
+            try:
+                self.disable()
+            except BusError:
+                pass
+            raise ServoCommError("enable failed for %s" % sorted(failed), failed)
+
+    def disable(self) -> Dict[int, str]:
+        """Torque off on every servo, trying each one even if others fail.
+
+        Returns {servo_id: error text} for the servos that did not confirm
+        (empty dict = all off). Never raises for a single servo; a lost port
+        is reported for every servo as well.
+        """
+        failed: Dict[int, str] = {}
+        if self.port is None or self._lost:
+            return {i: "port not open" for i in self.ids}
+        port_lost = False
+        for sid in self.ids:
+            try:
+                err = self._write(sid, ct.TORQUE_ENABLE, 0)
+            except PortLostError as exc:
+                port_lost = True
+                self._lost = False  # keep trying the remaining servos
+                failed[sid] = str(exc)
+                continue
+            if err:
+                failed[sid] = err
+        if port_lost:
+            self._lost = True
+        return failed
+
+    def reboot(self, servo_id: int) -> Optional[str]:
+        """REBOOT one servo (clears Hardware Error Status; torque comes back off)."""
+        self._require_open()
+        try:
+            res, err = self.ph.reboot(self.port, servo_id)
+        except _PORT_EXC as exc:
+            self._port_failed(exc, "reboot")
+        if res != COMM_SUCCESS:
+            return self.ph.getTxRxResult(res)
+        self.hardware_error[servo_id] = 0
+        return None
+
+    # -- cyclic I/O -------------------------------------------------------------------------
+    def _invalid(self, t0: float, error: str, result: int, failed_ids: List[int],
+                 status_errors: Dict[int, int]) -> JointReading:
+        n = len(self.ids)
+        nan = np.full(n, np.nan)
+        now = time.monotonic()
+        return JointReading(list(self.names), nan.copy(), nan.copy(), nan.copy(), nan.copy(),
+                            nan.copy(), nan.copy(), now, False, error, result, failed_ids,
+                            status_errors, dict(self.hardware_error), now - t0)
+
+    def read_state(self) -> JointReading:
+        """One GroupSyncRead of the state block; see the module docstring for validity rules."""
+        self._require_open()
+        L = ct.STATE_BLOCK_LEN
+        t0 = time.monotonic()
+        status_errors: Dict[int, int] = {}
+        blocks: Dict[int, bytes] = {}
+        try:
+            res = self._sync_read.txPacket()
+            if res != COMM_SUCCESS:
+                self.port.is_using = False
+                self.counters.read_failures += 1
+                return self._invalid(t0, "sync read tx: " + self.ph.getTxRxResult(res), res, list(self.ids), {})
+            if self.config.read_timeout is not None:
+                self.port.setPacketTimeoutMillis(self.config.read_timeout * 1000.0)
+            for sid in self.ids:
+                data, res, err = self.ph.readRx(self.port, sid, L)
+                if res != COMM_SUCCESS or len(data) != L or err & 0x7F:
+                    if res == COMM_RX_TIMEOUT:
+                        self.counters.read_failures += 1
+                        why = "timeout"
+                    elif res == COMM_RX_CORRUPT:
+                        self.counters.crc_errors += 1
+                        why = "corrupt reply (CRC/truncated)"
+                    elif res != COMM_SUCCESS:
+                        self.counters.read_failures += 1
+                        why = self.ph.getTxRxResult(res)
+                    else:
+                        self.counters.crc_errors += 1
+                        why = "error status 0x%02X (%d data bytes)" % (err, len(data))
+                        status_errors[sid] = err
+                    self.port.is_using = False
+                    failed = [i for i in self.ids if i not in blocks]
+                    self._drain()
+                    return self._invalid(t0, "servo %d: %s" % (sid, why), res, failed, status_errors)
+                status_errors[sid] = err
+                blocks[sid] = bytes(data)
+            stamp = time.monotonic()
+        except _PORT_EXC as exc:
+            self._port_failed(exc, "sync read")
+
+        n = len(self.ids)
+        pos = np.empty(n)
+        vel = np.empty(n)
+        cur = np.empty(n)
+        volt = np.empty(n)
+        temp = np.empty(n)
+        m = self.model
+        for k, j in enumerate(self.joints):
+            b = ct.decode_state_block(blocks[j.servo_id])
+            pos[k] = servo_counts_to_joint_position(b.position, j, m)
+            vel[k] = servo_velocity_to_joint(b.velocity, j, m)
+            cur[k] = ct.current_raw_to_amp(b.current, m)
+            volt[k] = ct.voltage_raw_to_volt(b.voltage, m)
+            temp[k] = ct.temperature_raw_to_c(b.temperature, m)
+        eff = np.array([float(current_to_effort(cur[k], j)) for k, j in enumerate(self.joints)])
+        self.counters.reads_ok += 1
+
+        alert_ids = [i for i, e in status_errors.items() if e & 0x80]
+        self._reads_since_hw_poll += 1
+        period = self.config.hw_status_period
+        if alert_ids:
+            self.counters.hw_alerts += 1
+            self._poll_hw_errors(alert_ids)
+        elif period and self._reads_since_hw_poll >= period:
+            self._poll_hw_errors(None)
+        return JointReading(list(self.names), pos, vel, eff, cur, volt, temp, stamp, True, "", 0, [],
+                            status_errors, dict(self.hardware_error), stamp - t0)
+
+    def _drain(self) -> None:
+        """Discard replies still in flight after a failed read (best effort)."""
+        try:
+            time.sleep(0.001)
+            self.port.clearPort()
+        except _PORT_EXC:
+            pass
+
+    def _poll_hw_errors(self, ids: Optional[List[int]]) -> None:
+        """Refresh Hardware Error Status (70): given ids by READ, or all by one sync read."""
+        self._reads_since_hw_poll = 0
+        if ids is not None:
+            for sid in ids:
+                val, _ = self._read(sid, ct.HARDWARE_ERROR_STATUS)
+                if val is not None:
+                    self.hardware_error[sid] = val
+                else:
+                    self.hardware_error[sid] = self.hardware_error.get(sid) or 0x80  # unknown but alerted
+            return
+        try:
+            res = self._sync_hw.txRxPacket()
+        except _PORT_EXC as exc:
+            self._port_failed(exc, "hardware status read")
+        self.port.is_using = False
+        if res == COMM_SUCCESS:
+            for sid in self.ids:
+                self.hardware_error[sid] = self._sync_hw.getData(sid, ct.HARDWARE_ERROR_STATUS.address, 1)
+
+    def read_hardware_errors(self) -> Dict[int, int]:
+        """Read Hardware Error Status of every servo now."""
+        self._require_open()
+        self._poll_hw_errors(list(self.ids))
+        return dict(self.hardware_error)
+
+    def _send_sync(self, group, values: Dict[int, bytes]) -> bool:
+        for sid, data in values.items():
+            if not group.changeParam(sid, list(data)):
+                group.addParam(sid, list(data))
+        try:
+            res = group.txPacket()
+        except _PORT_EXC as exc:
+            self._port_failed(exc, "sync write")
+        self.port.is_using = False
+        if res != COMM_SUCCESS:
+            self.counters.write_failures += 1
+            return False
+        return True
+
+    def write_efforts(self, tau: Sequence[float]) -> bool:
+        """One GroupSyncWrite of Goal Current for all joints (N*m, joint order).
+
+        Non-finite entries become 0 A (counted in ``nonfinite``); values
+        beyond ``current_limit`` are clamped (counted in ``clamped``).  In
+        current-based position mode Goal Current acts as the current bound of
+        the position loop.  Returns False if the packet could not be sent.
+        """
+        self._require_open()
+        tau = np.asarray(tau, float).reshape(-1)
+        if tau.shape[0] != len(self.joints):
+            raise ValueError("expected %d efforts, got %d" % (len(self.joints), tau.shape[0]))
+        values: Dict[int, bytes] = {}
+        for k, j in enumerate(self.joints):
+            t = tau[k]
+            if not math.isfinite(t):
+                self.counters.nonfinite += 1
+                t = 0.0
+            raw, clamped = clamp_current_raw(t, j, self.model)
+            if clamped:
+                self.counters.clamped += 1
+            self.last_command_current[k] = raw * self.model.current_amp_per_lsb
+            values[j.servo_id] = ct.encode(ct.GOAL_CURRENT, raw)
+        return self._send_sync(self._sync_write_current, values)
+
+    def write_positions(self, q: Sequence[float]) -> bool:
+        """One GroupSyncWrite of Goal Position for the 'current_position' joints.
+
+        *q* has one entry per joint (rad, joint side); entries of 'current'
+        joints are ignored. Targets are clamped to ``position_limits``;
+        non-finite targets are skipped (the servo keeps its previous goal).
+        """
+        self._require_open()
+        q = np.asarray(q, float).reshape(-1)
+        if q.shape[0] != len(self.joints):
+            raise ValueError("expected %d positions, got %d" % (len(self.joints), q.shape[0]))
+        values: Dict[int, bytes] = {}
+        for k, j in enumerate(self.joints):
+            if j.mode != "current_position":
+                continue
+            t = q[k]
+            if not math.isfinite(t):
+                self.counters.nonfinite += 1
+                continue
+            lo, hi = j.position_limits
+            if t < lo or t > hi:
+                self.counters.clamped += 1
+                t = min(max(t, lo), hi)
+            values[j.servo_id] = ct.encode(ct.GOAL_POSITION, joint_position_to_servo_counts(t, j, self.model))
+        if not values:
+            return True
+        group = dxl.GroupSyncWrite(self.port, self.ph, ct.GOAL_POSITION.address, 4)
+        for sid, data in values.items():
+            group.addParam(sid, list(data))
+        return self._send_sync(group, {})
+
+
+# --- benchmark --------------------------------------------------------------------------------
+def _start_emulator_process(ids: Sequence[int], baud: int):
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flexarm_control.bridge.emulator", "--ids", *map(str, ids),
+         "--baud", str(baud)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    path = proc.stdout.readline().strip()
+    if not path:
+        proc.kill()
+        raise RuntimeError("emulator process did not start")
+    return proc, path
+
+
+def measure_cycle_rate(n_servos: int = 2, baud: int = 1000000, seconds: float = 1.0,
+                       emulator: str = "thread") -> Dict[str, float]:
+    """Run read_state()+write_efforts() against the emulator for *seconds*.
+
+    emulator: 'thread' (in-process ServoEmulator) or 'process' (the
+    ``python -m ...emulator`` CLI in a child process, no shared GIL).
+    A pty ignores the baud rate: the figures measure SDK + Python + pty
+    overhead, not RS-485 wire time (on a real bus add roughly
+    ``10 bits * bytes / baud`` plus each servo's Return Delay Time and the
+    USB adapter's latency timer).
+    """
+    from .emulator import ServoEmulator
+
+    ids = list(range(1, n_servos + 1))
+    proc = emu = None
+    if emulator == "process":
+        proc, path = _start_emulator_process(ids, baud)
+    else:
+        emu = ServoEmulator(ids)
+        path = emu.port_name
+    joints = [JointServoConfig("j%d" % i, i, current_limit=1.0) for i in ids]
+    bus = ServoBus(ServoBusConfig(path, baud, joints, hw_status_period=0))
+    durations: List[float] = []
+    failures = 0
+    try:
+        bus.open()
+        bus.ping_all(require=True)
+        bus.configure()
+        bus.enable()
+        t_end = time.monotonic() + seconds
+        k = 0
+        while True:
+            t0 = time.perf_counter()
+            r = bus.read_state()
+            ok = bus.write_efforts(0.05 * np.sin(0.01 * k) * np.ones(n_servos))
+            durations.append(time.perf_counter() - t0)
+            failures += (not r.ok) + (not ok)
+            k += 1
+            if time.monotonic() >= t_end:
+                break
+        bus.disable()
+    finally:
+        bus.close()
+        if emu is not None:
+            emu.close()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    d = np.array(durations)
+    return {
+        "n_servos": n_servos, "baud": baud, "emulator": emulator, "cycles": int(d.size),
+        "rate_hz": float(d.size / d.sum()) if d.size else 0.0,
+        "mean_ms": float(d.mean() * 1e3), "p50_ms": float(np.percentile(d, 50) * 1e3),
+        "p99_ms": float(np.percentile(d, 99) * 1e3), "max_ms": float(d.max() * 1e3),
+        "failures": failures,
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover - quick manual benchmark
+    for mode in ("thread", "process"):
+        for baud in (1000000, 4000000):
+            for n in (2, 6):
+                print(measure_cycle_rate(n, baud, 1.0, emulator=mode))

@@ -1,0 +1,317 @@
+"""The immutable numeric model of an arm (Model/Data split, as Pinocchio's Model/Data).
+
+`ArmModel.from_spec(spec)` solves the link modes (clamped-mass boundary conditions from the outboard
+bodies at the nominal configuration), computes the modal integrals once, and packs everything into a
+`KernelData` named tuple of plain arrays for the numba kernels. `Workspace` holds the scratch arrays the
+kernels write into; one per thread of use.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from . import kernels
+from .link_modes import link_integrals, solve_link_modes
+from .spec import ArmSpec, load_arm
+
+KernelData = namedtuple('KernelData', [
+    'n_joints', 'n_coords', 'q_index', 'n_modes', 'angle_offset', 'offset', 'length', 'twist',
+    'base_R', 'base_p', 'gravity',
+    'body_active', 'body_mass', 'body_S0', 'body_I0', 'body_Phibar', 'body_I1', 'body_I2', 'body_H0',
+    'body_H1', 'body_Mdd', 'phi_tip', 'theta_tip', 'stiffness', 'damping',
+    'payload_active', 'payload_mass', 'payload_S', 'payload_I0',
+    'viscous', 'coulomb', 'coulomb_velocity', 'rotor_inertia',
+])
+
+Workspace = namedtuple('Workspace', [
+    'J', 'rhs', 'L', 'S', 'Jb', 'X', 'Mb', 'dM', 'nu', 'nud', 'F', 'P',
+    'v3a', 'v3b', 'v3c', 'tmp3', 'r', 'rd', 'rho', 'rhod', 'th', 'thd', 'wr', 'gd',
+    'Rt', 'pt', 'Jwt', 'Jvt', 'omt', 'vt', 'alt', 'at', 'RF', 'RE', 'Re', 'G', 'Rx',
+    'Jv', 'Jw', 'om', 'v', 'al', 'a',
+    'z0', 'v0', 'zs', 'vs', 'k1', 'k2', 'k3', 'k4', 'vk2', 'vk3', 'vk4',
+])
+
+# Coulomb friction is smoothed as f_c tanh(qdot / COULOMB_VELOCITY) (rad/s).
+COULOMB_VELOCITY = 1e-2
+
+
+def _skew_sq(c):
+    """[c]x^T [c]x = |c|^2 I - c c^T (parallel-axis term per unit mass)."""
+    c = np.asarray(c, float)
+    return c @ c * np.eye(3) - np.outer(c, c)
+
+
+def _rz(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _rx(a):
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+def rigid_frames(spec: ArmSpec, q):
+    """Undeformed frames at joint angles q: lists of (R_F, p_F), (R_L, p_L), (R_E, p_E) per joint."""
+    R = spec.base_transform[:3, :3].copy()
+    p = spec.base_transform[:3, 3].copy()
+    F, L, E = [], [], []
+    for j, js in enumerate(spec.joints):
+        RF = R @ _rz(js.angle_offset + q[j])
+        F.append((RF, p.copy()))
+        pL = p + RF[:, 2] * js.offset
+        L.append((RF, pL))
+        pE = pL + RF[:, 0] * js.link.length
+        E.append((RF, pE))
+        R, p = RF @ _rx(js.twist), pE
+    return F, L, E
+
+
+def _link_rigid_body(js):
+    """Mass, first moment and inertia about the L_j origin of link j's rod + hub + extra (undeformed)."""
+    link = js.link
+    m_rod = link.linear_density * link.length
+    M = m_rod + js.hub.mass + link.extra.mass
+    S = np.array([m_rod * link.length / 2.0, 0.0, 0.0])
+    I = m_rod * link.length ** 2 / 3.0 * np.diag([0.0, 1.0, 1.0]) + link.polar_density * link.length * np.diag(
+        [1.0, 0.0, 0.0])
+    c_hub = js.hub.com + np.array([0.0, 0.0, -js.offset])
+    S = S + js.hub.mass * c_hub + link.extra.mass * link.extra.com
+    I = I + js.hub.inertia + js.hub.mass * _skew_sq(c_hub) + link.extra.inertia + link.extra.mass * _skew_sq(
+        link.extra.com)
+    return M, S, I
+
+
+def outboard_tip_bodies(spec: ArmSpec):
+    """For each link: (mass, (3,) rotary inertia about its tip about the x, y, z link axes) of everything
+    outboard, at the nominal configuration (De Luca & Siciliano's clamped-mass boundary conditions)."""
+    q = spec.nominal_configuration
+    F, L, E = rigid_frames(spec, q)
+    bodies = []   # (mass, world com, world inertia about com)
+    for j, js in enumerate(spec.joints):
+        M, S, I0 = _link_rigid_body(js)
+        R, p = L[j]
+        if M > 0:
+            c = S / M
+            Ic = I0 - M * _skew_sq(c)
+            bodies.append((j, M, p + R @ c, R @ Ic @ R.T))
+    pay = spec.payload
+    if pay.mass > 0 or np.any(pay.inertia):
+        R, p = E[-1]
+        bodies.append((spec.n_joints, pay.mass, p + R @ pay.com, R @ pay.inertia @ R.T))
+    out = []
+    for i in range(spec.n_joints):
+        R, p = E[i]
+        Mt, It = 0.0, np.zeros((3, 3))
+        for (j, M, c, Ic) in bodies:
+            if j > i:
+                Mt += M
+                It += Ic + M * _skew_sq(c - p)
+        It = R.T @ It @ R
+        out.append((Mt, np.diag(It).copy()))
+    return out
+
+
+class ArmModel:
+    """Immutable model of one arm: spec, link modes, modal integrals and kernel data."""
+
+    def __init__(self, spec: ArmSpec, data: KernelData, link_modes, integrals):
+        self.spec = spec
+        self.data = data
+        self.link_modes = tuple(link_modes)
+        self.integrals = tuple(integrals)
+        self.n_joints = spec.n_joints
+        self.n_coords = data.n_coords
+        self.q_index = data.q_index.copy()
+        self.joint_names = spec.joint_names
+        self.mode_index = np.concatenate(
+            [np.arange(q + 1, q + 1 + m) for q, m in zip(data.q_index, data.n_modes)]).astype(np.int64) \
+            if data.n_coords > self.n_joints else np.zeros(0, np.int64)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_yaml(cls, path) -> 'ArmModel':
+        return cls.from_spec(load_arm(path))
+
+    @classmethod
+    def from_spec(cls, spec: ArmSpec) -> 'ArmModel':
+        n = spec.n_joints
+        tips = outboard_tip_bodies(spec)
+        modes, integ = [], []
+        for j, js in enumerate(spec.joints):
+            Mt, Jt = tips[j]
+            lm = solve_link_modes(js.link, Mt, Jt)
+            modes.append(lm)
+            integ.append(link_integrals(js.link, lm))
+        n_modes = np.array([lm.n_modes for lm in modes], dtype=np.int64)
+        mmax = max(1, int(n_modes.max()) if n else 1)
+        q_index = np.zeros(n, dtype=np.int64)
+        N = 0
+        for j in range(n):
+            q_index[j] = N
+            N += 1 + n_modes[j]
+
+        def zeros(*shape):
+            return np.zeros(shape)
+
+        body_mass, body_S0, body_I0 = zeros(n), zeros(n, 3), zeros(n, 3, 3)
+        body_Phibar, body_H0 = zeros(n, 3, mmax), zeros(n, 3, mmax)
+        body_I1, body_I2 = zeros(n, mmax, 3, 3), zeros(n, mmax, mmax, 3, 3)
+        body_H1, body_Mdd = zeros(n, mmax, mmax, 3), zeros(n, mmax, mmax)
+        phi_tip, theta_tip = zeros(n, 3, mmax), zeros(n, 3, mmax)
+        stiffness, damping = zeros(n, mmax, mmax), zeros(n, mmax, mmax)
+        body_active = np.zeros(n, dtype=np.bool_)
+        for j, js in enumerate(spec.joints):
+            it, m = integ[j], n_modes[j]
+            # rigid attachments (hub at F_j origin = L_j origin - offset z; extra mass in L_j)
+            c_hub = js.hub.com + np.array([0.0, 0.0, -js.offset])
+            ex = js.link.extra
+            body_mass[j] = it.mass + js.hub.mass + ex.mass
+            body_S0[j] = it.S0 + js.hub.mass * c_hub + ex.mass * ex.com
+            body_I0[j] = (it.I0 + js.hub.inertia + js.hub.mass * _skew_sq(c_hub) + ex.inertia
+                          + ex.mass * _skew_sq(ex.com))
+            body_active[j] = body_mass[j] > 0 or np.any(body_I0[j]) or m > 0
+            if m:
+                body_Phibar[j, :, :m] = it.Phibar
+                body_H0[j, :, :m] = it.H0
+                body_I1[j, :m] = it.I1
+                body_I2[j, :m, :m] = it.I2
+                body_H1[j, :m, :m] = it.H1
+                body_Mdd[j, :m, :m] = it.Mdd
+                phi_tip[j, :, :m] = it.phi_tip
+                theta_tip[j, :, :m] = it.theta_tip
+                stiffness[j, :m, :m] = it.stiffness
+                zeta = js.link.damping_ratio
+                zeta = np.broadcast_to(zeta if zeta.size else np.zeros(1), (m,)) if zeta.size <= 1 else zeta
+                lm = modes[j]
+                # modal damping 2 zeta omega times the modal mass of the scaled modes (= scale^2)
+                damping[j, :m, :m] = np.diag(2.0 * zeta * lm.omega * lm.scale ** 2)
+        pay = spec.payload
+        payload_active = bool(pay.mass > 0 or np.any(pay.inertia))
+        data = KernelData(
+            n_joints=n, n_coords=N, q_index=q_index, n_modes=n_modes,
+            angle_offset=np.array([js.angle_offset for js in spec.joints]),
+            offset=np.array([js.offset for js in spec.joints]),
+            length=np.array([js.link.length for js in spec.joints]),
+            twist=np.array([js.twist for js in spec.joints]),
+            base_R=np.ascontiguousarray(spec.base_transform[:3, :3]),
+            base_p=np.ascontiguousarray(spec.base_transform[:3, 3]),
+            gravity=np.array(spec.gravity, dtype=float),
+            body_active=body_active, body_mass=body_mass, body_S0=body_S0, body_I0=body_I0,
+            body_Phibar=body_Phibar, body_I1=body_I1, body_I2=body_I2, body_H0=body_H0, body_H1=body_H1,
+            body_Mdd=body_Mdd, phi_tip=phi_tip, theta_tip=theta_tip, stiffness=stiffness, damping=damping,
+            payload_active=payload_active, payload_mass=float(pay.mass),
+            payload_S=pay.mass * np.array(pay.com, dtype=float),
+            payload_I0=np.array(pay.inertia + pay.mass * _skew_sq(pay.com), dtype=float),
+            viscous=np.array([js.viscous for js in spec.joints]),
+            coulomb=np.array([js.coulomb for js in spec.joints]),
+            coulomb_velocity=COULOMB_VELOCITY,
+            rotor_inertia=np.array([js.reflected_rotor_inertia for js in spec.joints]),
+        )
+        for arr in data:
+            if isinstance(arr, np.ndarray):
+                arr.setflags(write=False)
+        return cls(spec, data, modes, integ)
+
+    def workspace(self) -> Workspace:
+        """Fresh scratch arrays for the kernels (allocate once, reuse every step)."""
+        N = self.n_coords
+        mmax = self.data.body_Phibar.shape[2]
+        nb = 6 + mmax
+        n = self.n_joints
+        e = np.zeros
+        return Workspace(
+            J=e((N, N)), rhs=e(N), L=e((N, N)), S=e((N, N)), Jb=e((nb, N)), X=e((nb, N)), Mb=e((nb, nb)),
+            dM=e((nb, nb)), nu=e(nb), nud=e(nb), F=e(nb), P=e(nb),
+            v3a=e(3), v3b=e(3), v3c=e(3), tmp3=e(3), r=e(3), rd=e(3), rho=e(3), rhod=e(3), th=e(3), thd=e(3),
+            wr=e(3), gd=e(3), Rt=e((3, 3)), pt=e(3), Jwt=e((3, N)), Jvt=e((3, N)), omt=e(3), vt=e(3), alt=e(3),
+            at=e(3), RF=e((3, 3)), RE=e((3, 3)), Re=e((3, 3)), G=e((3, 3)), Rx=e((3, 3)),
+            Jv=e((3, N)), Jw=e((3, N)), om=e(3), v=e(3), al=e(3), a=e(3),
+            z0=e(N), v0=e(N), zs=e(N), vs=e(N), k1=e(N), k2=e(N), k3=e(N), k4=e(N), vk2=e(N), vk3=e(N),
+            vk4=e(N),
+        ) if n else None
+
+    # ------------------------------------------------------------------ convenience (allocating) API
+    def zero_state(self):
+        return np.zeros(self.n_coords), np.zeros(self.n_coords)
+
+    def _ws(self):
+        ws = getattr(self, '_api_ws', None)
+        if ws is None:
+            ws = self.workspace()
+            self._api_ws = ws
+        return ws
+
+    def _arrays(self, z, zd=None, tau=None):
+        z = np.ascontiguousarray(z, dtype=float)
+        zd = np.zeros(self.n_coords) if zd is None else np.ascontiguousarray(zd, dtype=float)
+        tau = np.zeros(self.n_joints) if tau is None else np.ascontiguousarray(tau, dtype=float)
+        if z.shape != (self.n_coords,) or zd.shape != (self.n_coords,) or tau.shape != (self.n_joints,):
+            raise ValueError(f'expected z, zd of length {self.n_coords} and tau of length {self.n_joints}')
+        return z, zd, tau
+
+    def mass_matrix(self, z) -> np.ndarray:
+        """J(z), (N, N)."""
+        z, zd, tau = self._arrays(z)
+        ws = self._ws()
+        J = np.zeros((self.n_coords, self.n_coords))
+        rhs = np.zeros(self.n_coords)
+        kernels.dynamics_terms(self.data, ws, z, zd, tau, J, rhs, True)
+        return J
+
+    def rhs(self, z, zd, tau=None) -> np.ndarray:
+        """R(z, zd, tau) of J z'' = R: input torque minus velocity, gravity, elastic, damping, friction terms."""
+        z, zd, tau = self._arrays(z, zd, tau)
+        J = np.zeros((self.n_coords, self.n_coords))
+        rhs = np.zeros(self.n_coords)
+        kernels.dynamics_terms(self.data, self._ws(), z, zd, tau, J, rhs, False)
+        return rhs
+
+    def accelerations(self, z, zd, tau=None) -> np.ndarray:
+        """z'' from the forward dynamics."""
+        z, zd, tau = self._arrays(z, zd, tau)
+        zdd = np.zeros(self.n_coords)
+        if not kernels.forward_dynamics(self.data, self._ws(), z, zd, tau, zdd):
+            raise FloatingPointError('mass matrix not positive definite')
+        return zdd
+
+    def inverse_dynamics(self, z, zd, zdd) -> np.ndarray:
+        """Generalized forces J z'' - R(z, zd, 0): joint rows are the torques that produce zdd."""
+        z, zd, _ = self._arrays(z, zd)
+        return self.mass_matrix(z) @ np.asarray(zdd, float) - self.rhs(z, zd)
+
+    def frames(self, z):
+        """(RF, pL, RE, pE): per link the rotation of its frame, its origin, and its deformed tip frame."""
+        z = np.ascontiguousarray(z, dtype=float)
+        n = self.n_joints
+        RF, pL, RE, pE = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3))
+        kernels.link_frames(self.data, z, RF, pL, RE, pE)
+        return RF, pL, RE, pE
+
+    def tip_pose(self, z):
+        """(R, p) of the deformed tip of the last link in the base (world) frame."""
+        RF, pL, RE, pE = self.frames(z)
+        return RE[-1], pE[-1]
+
+    def energies(self, z, zd):
+        """dict(kinetic, elastic, gravity, total) in J."""
+        z, zd, _ = self._arrays(z, zd)
+        J = self.mass_matrix(z)
+        n = self.n_joints
+        el, gr = kernels.potential_energies(self.data, z, np.zeros((n, 3, 3)), np.zeros((n, 3)),
+                                            np.zeros((n, 3, 3)), np.zeros((n, 3)))
+        kin = 0.5 * zd @ J @ zd
+        return {'kinetic': kin, 'elastic': el, 'gravity': gr, 'total': kin + el + gr}
+
+    def centerline(self, z, j, n_points=20):
+        """Points (n_points, 3) along the deformed neutral axis of link j, base frame."""
+        RF, pL, _, _ = self.frames(z)
+        lm = self.link_modes[j]
+        eta = np.linspace(0.0, self.spec.joints[j].link.length, n_points)
+        rho = np.zeros((3, n_points))
+        rho[0] = eta
+        if lm.n_modes:
+            q = self.q_index[j]
+            rho += np.einsum('k,kiq->iq', z[q + 1:q + 1 + lm.n_modes], lm.displacement(eta))
+        return (pL[j][:, None] + RF[j] @ rho).T

@@ -1,0 +1,213 @@
+"""Assumed modes of each link and the modal integrals the dynamics needs.
+
+For link j the deformed neutral axis in its link frame L_j is
+
+    rho(eta, delta) = eta e_x + sum_k delta_k phi_k(eta),      0 <= eta <= l_j,
+
+with phi_k = (0, w_k, 0) for in-plane modes (bending about z, tip rotation theta_z = w_k'),
+phi_k = (0, 0, w_k) for out-of-plane modes (about y, theta_y = -w_k') and phi_k = 0 with
+theta_x = w_k for torsion modes (Book 1984, eqs 4 and 7; the slope/rotation signs follow his M_ij).
+
+The kinetic energy of the link, with body velocities v, omega of L_j and modal rates deltadot, is
+T = 1/2 int mu |v + omega x rho + sum deltadot_k phi_k|^2 d eta (+ the torsional section inertia),
+so it needs only the integrals below (Book's C_i, C_ik, C_ikj of eqs 25-30 in vector form):
+
+    mass = int mu,  S0 = int mu eta e_x,  I0 = int mu eta^2 (1 - e_x e_x^T)
+    Phibar_k = int mu phi_k,  H0_k = int mu eta e_x x phi_k,  I1_k = -int mu eta (e_x phi_k^T + phi_k e_x^T)
+    Q_kl = int mu phi_k phi_l^T  (gives H1_lk = int mu phi_l x phi_k, I2_kl and the modal mass)
+
+Modes come from the clamped-mass eigenproblem (De Luca & Siciliano) with the tip mass and rotary
+inertia of everything outboard at the nominal configuration, or clamped-free. They are scaled so that
+the modal mass including the tip body equals the link mass (torsion: the link's polar inertia rho*Ip*l),
+hence delta_k is a length (an angle for torsion) of the order of the tip deflection.
+
+Integrals use composite Gauss-Legendre quadrature (N_SEGMENTS x N_POINTS points); for the smooth
+mode shapes of up to 8 modes this is exact to ~1e-13 relative (test_link_modes checks a refined rule).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .beam_modes import BendingModes, clamped_mass_modes, torsion_modes
+from .fe_beam import fe_bending_modes
+
+IN_PLANE, OUT_OF_PLANE, TORSION = 0, 1, 2
+N_SEGMENTS = 16
+N_POINTS = 10
+
+
+def quadrature(length: float, n_segments: int = N_SEGMENTS, n_points: int = N_POINTS):
+    """Composite Gauss-Legendre nodes and weights on [0, length]."""
+    x, w = np.polynomial.legendre.leggauss(n_points)
+    h = length / n_segments
+    starts = np.arange(n_segments) * h
+    nodes = (starts[:, None] + (x[None, :] + 1.0) * 0.5 * h).ravel()
+    weights = np.tile(w * 0.5 * h, n_segments)
+    return nodes, weights
+
+
+@dataclass(frozen=True)
+class LinkModes:
+    """The assumed modes of one link: shapes (scaled), frequencies and per-mode plane."""
+
+    length: float
+    planes: tuple                 # per mode: IN_PLANE, OUT_OF_PLANE or TORSION
+    omega: np.ndarray             # rad/s, of the link alone with its boundary condition
+    scale: np.ndarray             # factor applied to the unit-modal-mass shapes of the solver
+    sources: tuple                # (plane, BendingModes) of the solver, in mode order groups
+    tip_mass: float
+    tip_inertia: np.ndarray       # (3,) outboard rotary inertia about the tip, x/y/z axes of L_j
+
+    @property
+    def n_modes(self) -> int:
+        return len(self.planes)
+
+    @property
+    def freqs_hz(self) -> np.ndarray:
+        return self.omega / (2.0 * np.pi)
+
+    def _eval(self, eta, order):
+        eta = np.atleast_1d(np.asarray(eta, dtype=float))
+        out = []
+        for _plane, src in self.sources:
+            out.append(src.deriv(eta, order))
+        w = np.concatenate(out, axis=0) if out else np.zeros((0, eta.size))
+        return w * self.scale[:, None]
+
+    def displacement(self, eta) -> np.ndarray:
+        """phi_k(eta) in the link frame: shape (m, 3, len(eta))."""
+        w = self._eval(eta, 0)
+        phi = np.zeros((self.n_modes, 3, w.shape[1]))
+        for k, plane in enumerate(self.planes):
+            if plane == IN_PLANE:
+                phi[k, 1] = w[k]
+            elif plane == OUT_OF_PLANE:
+                phi[k, 2] = w[k]
+        return phi
+
+    def rotation(self, eta) -> np.ndarray:
+        """Small section rotation (theta_x, theta_y, theta_z) per unit delta_k: (m, 3, len(eta))."""
+        w = self._eval(eta, 0)
+        dw = self._eval(eta, 1)
+        th = np.zeros((self.n_modes, 3, w.shape[1]))
+        for k, plane in enumerate(self.planes):
+            if plane == IN_PLANE:
+                th[k, 2] = dw[k]
+            elif plane == OUT_OF_PLANE:
+                th[k, 1] = -dw[k]
+            else:
+                th[k, 0] = w[k]
+        return th
+
+    def strain_derivative(self, eta) -> np.ndarray:
+        """Per mode the derivative that carries strain energy: w'' (bending) or w' (torsion); (m, len)."""
+        d2 = self._eval(eta, 2)
+        d1 = self._eval(eta, 1)
+        return np.array([d1[k] if p == TORSION else d2[k] for k, p in enumerate(self.planes)]).reshape(
+            self.n_modes, -1)
+
+
+def solve_link_modes(link, tip_mass: float, tip_inertia) -> LinkModes:
+    """Modes of one link (spec.LinkSpec) for the given outboard tip body.
+
+    tip_inertia: (3,) rotary inertia about the tip point about the x (torsion), y (out-of-plane
+    bending) and z (in-plane bending) axes of the link frame. Ignored for clamped_free links.
+    """
+    tip_inertia = np.asarray(tip_inertia, dtype=float)
+    if link.boundary == 'clamped_free':
+        tip_mass, tip_inertia = 0.0, np.zeros(3)
+    planes, omegas, scales, sources = [], [], [], []
+    mu, length = link.linear_density, link.length
+
+    def bending(n, EI, J):
+        if link.mode_solver == 'fem':
+            return fe_bending_modes(length, link.fem_elements, EI, mu, n, tip_mass, J)
+        return clamped_mass_modes(length, EI, mu, n, tip_mass, J)
+
+    groups = ((IN_PLANE, link.n_in_plane, lambda n: bending(n, link.EI_z, tip_inertia[2])),
+              (OUT_OF_PLANE, link.n_out_of_plane, lambda n: bending(n, link.EI_y, tip_inertia[1])),
+              (TORSION, link.n_torsion,
+               lambda n: torsion_modes(length, link.GJ, link.polar_density, n, tip_inertia[0])))
+    for plane, n, solve in groups:
+        if n == 0:
+            continue
+        src = solve(n)
+        sources.append((plane, src))
+        planes += [plane] * n
+        omegas.append(src.omega)
+        modal_mass = link.polar_density * length if plane == TORSION else mu * length
+        scales.append(np.full(n, np.sqrt(modal_mass)))
+    omega = np.concatenate(omegas) if omegas else np.zeros(0)
+    scale = np.concatenate(scales) if scales else np.zeros(0)
+    return LinkModes(length, tuple(planes), omega, scale, tuple(sources), float(tip_mass), tip_inertia.copy())
+
+
+@dataclass(frozen=True)
+class ModalIntegrals:
+    """Constant integrals of one link body (see module docstring), about the L_j origin, L_j axes."""
+
+    mass: float
+    S0: np.ndarray          # (3,)
+    I0: np.ndarray          # (3,3)
+    Phibar: np.ndarray      # (3,m)
+    H0: np.ndarray          # (3,m)
+    I1: np.ndarray          # (m,3,3)
+    I2: np.ndarray          # (m,m,3,3) symmetric in the mode indices
+    H1: np.ndarray          # (m,m,3): H1[l,k] = int mu phi_l x phi_k
+    Mdd: np.ndarray         # (m,m) modal mass matrix of the link's own distributed mass
+    stiffness: np.ndarray   # (m,m) int EI w_k'' w_l'' (bending), int GJ w_k' w_l' (torsion)
+    phi_tip: np.ndarray     # (3,m) tip displacement per unit delta
+    theta_tip: np.ndarray   # (3,m) tip rotation per unit delta
+
+
+def link_integrals(link, modes: LinkModes) -> ModalIntegrals:
+    """Modal integrals of a uniform link with its modes, by composite Gauss-Legendre quadrature."""
+    m = modes.n_modes
+    length, mu = link.length, link.linear_density
+    ex = np.array([1.0, 0.0, 0.0])
+    if length > 0:
+        eta, wq = quadrature(length)
+    else:
+        eta, wq = np.zeros(1), np.zeros(1)
+    mw = mu * wq
+    mass = mw.sum()
+    S0 = ex * (mw * eta).sum()
+    I0 = (mw * eta ** 2).sum() * (np.eye(3) - np.outer(ex, ex))
+    phi = modes.displacement(eta) if m else np.zeros((0, 3, eta.size))      # (m,3,q)
+    Phibar = np.einsum('q,kiq->ik', mw, phi)
+    P = np.einsum('q,kiq->ik', mw * eta, phi)                                # int mu eta phi_k
+    H0 = np.cross(ex[:, None], P, axis=0)
+    I1 = -(np.einsum('i,jk->kij', ex, P) + np.einsum('ik,j->kij', P, ex))
+    Q = np.einsum('q,kiq,ljq->klij', mw, phi, phi)                           # int mu phi_k phi_l^T
+    trQ = np.einsum('klii->kl', Q)
+    Mdd = trQ.copy()
+    I2 = np.einsum('kl,ij->klij', trQ, np.eye(3)) - 0.5 * (Q + Q.transpose(1, 0, 3, 2))
+    # H1[l,k] = int mu phi_l x phi_k ; (a x b)_i = eps_ijk a_j b_k
+    eps = np.zeros((3, 3, 3))
+    eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1.0
+    eps[0, 2, 1] = eps[2, 1, 0] = eps[1, 0, 2] = -1.0
+    H1 = np.einsum('iab,lkab->lki', eps, Q)
+    if m:
+        theta = modes.rotation(eta)                                          # (m,3,q)
+        # torsional section inertia rho*Ip: T += 1/2 int rhoIp (omega_x + sum deltadot_k theta_x,k)^2
+        jw = link.polar_density * wq
+        tx = theta[:, 0, :]
+        I0 = I0 + jw.sum() * np.outer(ex, ex)
+        H0 = H0 + np.outer(ex, tx @ jw)
+        Mdd = Mdd + np.einsum('q,kq,lq->kl', jw, tx, tx)
+        strain = modes.strain_derivative(eta)                                # (m,q)
+        rig = np.array([link.GJ if p == TORSION else (link.EI_z if p == IN_PLANE else link.EI_y)
+                        for p in modes.planes])
+        stiffness = np.einsum('q,kq,lq->kl', wq, strain * rig[:, None], strain)
+        planes = np.array(modes.planes)
+        stiffness[planes[:, None] != planes[None, :]] = 0.0      # different planes do not couple
+        phi_tip = modes.displacement([length])[:, :, 0].T
+        theta_tip = modes.rotation([length])[:, :, 0].T
+    else:
+        I0 = I0 + link.polar_density * length * np.outer(ex, ex)
+        stiffness = np.zeros((0, 0))
+        phi_tip = np.zeros((3, 0))
+        theta_tip = np.zeros((3, 0))
+    return ModalIntegrals(mass, S0, I0, Phibar, H0, I1, I2, H1, Mdd, stiffness, phi_tip, theta_tip)
