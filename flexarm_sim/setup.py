@@ -18,6 +18,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
+            'plant = flexarm_sim.plant.node:main',
         ],
     },
 )

@@ -183,7 +183,7 @@ def link_integrals(link, modes: LinkModes) -> ModalIntegrals:
     Q = np.einsum('q,kiq,ljq->klij', mw, phi, phi)                           # int mu phi_k phi_l^T
     trQ = np.einsum('klii->kl', Q)
     Mdd = trQ.copy()
-    I2 = np.einsum('kl,ij->klij', trQ, np.eye(3)) - 0.5 * (Q + Q.transpose(1, 0, 3, 2))
+    I2 = np.einsum('kl,ij->klij', trQ, np.eye(3)) - 0.5 * (Q + Q.transpose(0, 1, 3, 2))   # symmetric in k, l
     # H1[l,k] = int mu phi_l x phi_k ; (a x b)_i = eps_ijk a_j b_k
     eps = np.zeros((3, 3, 3))
     eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1.0
