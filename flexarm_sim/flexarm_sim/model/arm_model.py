@@ -25,9 +25,8 @@ KernelData = namedtuple('KernelData', [
 ])
 
 Workspace = namedtuple('Workspace', [
-    'J', 'rhs', 'L', 'S', 'Jb', 'X', 'Mb', 'dM', 'nu', 'nud', 'F', 'P',
-    'v3a', 'v3b', 'v3c', 'tmp3', 'r', 'rd', 'rho', 'rhod', 'th', 'thd', 'wr', 'gd',
-    'Rt', 'pt', 'Jwt', 'Jvt', 'omt', 'vt', 'alt', 'at', 'RF', 'RE', 'Re', 'G', 'Rx',
+    'J', 'rhs', 'L', 'S', 'A', 'Y', 'Ak', 'Hm',
+    'Rt', 'pt', 'Jwt', 'Jvt', 'omt', 'vt', 'alt', 'at', 'RF', 'RE', 'Re', 'G',
     'Jv', 'Jw', 'om', 'v', 'al', 'a',
     'z0', 'v0', 'zs', 'vs', 'k1', 'k2', 'k3', 'k4', 'vk2', 'vk3', 'vk4',
 ])
@@ -218,15 +217,12 @@ class ArmModel:
         """Fresh scratch arrays for the kernels (allocate once, reuse every step)."""
         N = self.n_coords
         mmax = self.data.body_Phibar.shape[2]
-        nb = 6 + mmax
         n = self.n_joints
         e = np.zeros
         return Workspace(
-            J=e((N, N)), rhs=e(N), L=e((N, N)), S=e((N, N)), Jb=e((nb, N)), X=e((nb, N)), Mb=e((nb, nb)),
-            dM=e((nb, nb)), nu=e(nb), nud=e(nb), F=e(nb), P=e(nb),
-            v3a=e(3), v3b=e(3), v3c=e(3), tmp3=e(3), r=e(3), rd=e(3), rho=e(3), rhod=e(3), th=e(3), thd=e(3),
-            wr=e(3), gd=e(3), Rt=e((3, 3)), pt=e(3), Jwt=e((3, N)), Jvt=e((3, N)), omt=e(3), vt=e(3), alt=e(3),
-            at=e(3), RF=e((3, 3)), RE=e((3, 3)), Re=e((3, 3)), G=e((3, 3)), Rx=e((3, 3)),
+            J=e((N, N)), rhs=e(N), L=e((N, N)), S=e((N, N)), A=e((6, N)), Y=e((6, N)), Ak=e((mmax, 3, 3)),
+            Hm=e((3, mmax)), Rt=e((3, 3)), pt=e(3), Jwt=e((3, N)), Jvt=e((3, N)), omt=e(3), vt=e(3), alt=e(3),
+            at=e(3), RF=e((3, 3)), RE=e((3, 3)), Re=e((3, 3)), G=e((3, 3)),
             Jv=e((3, N)), Jw=e((3, N)), om=e(3), v=e(3), al=e(3), a=e(3),
             z0=e(N), v0=e(N), zs=e(N), vs=e(N), k1=e(N), k2=e(N), k3=e(N), k4=e(N), vk2=e(N), vk3=e(N),
             vk4=e(N),

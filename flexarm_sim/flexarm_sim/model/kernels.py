@@ -27,7 +27,9 @@ Workspace arrays are allocated once per model (ArmModel) and reused; the kernels
 import numpy as np
 from numba import njit
 
-# ---------------------------------------------------------------------------------------------- small 3-vector ops
+# Performance notes: fields of the KernelData / Workspace named tuples are unpacked into locals once per
+# kernel call (every attribute access of an array in a named tuple costs an atomic reference-count
+# update in numba), and the per-body helper is inlined and takes plain arrays.
 
 
 @njit(cache=True, inline='always')
@@ -35,33 +37,13 @@ def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
-@njit(cache=True)
-def _matvec_t(R, v, out):
-    """out = R^T v (3x3)."""
-    for i in range(3):
-        out[i] = R[0, i] * v[0] + R[1, i] * v[1] + R[2, i] * v[2]
-
-
-@njit(cache=True)
-def _matvec(R, v, out):
-    for i in range(3):
-        out[i] = R[i, 0] * v[0] + R[i, 1] * v[1] + R[i, 2] * v[2]
-
-
-@njit(cache=True)
-def _matmul3(A, B, out):
-    for i in range(3):
-        for j in range(3):
-            out[i, j] = A[i, 0] * B[0, j] + A[i, 1] * B[1, j] + A[i, 2] * B[2, j]
-
-
-@njit(cache=True)
-def _elastic_rotation(th, Re, G):
+@njit(cache=True, inline='always')
+def _elastic_rotation(th0, th1, th2, Re, G):
     """Re = Rz(th_z) Ry(th_y) Rx(th_x); columns of G map (thdot_x, thdot_y, thdot_z) to the
     relative angular velocity in the parent (link) frame: G = [Rz Ry e_x, Rz e_y, e_z]."""
-    cx, sx = np.cos(th[0]), np.sin(th[0])
-    cy, sy = np.cos(th[1]), np.sin(th[1])
-    cz, sz = np.cos(th[2]), np.sin(th[2])
+    cx, sx = np.cos(th0), np.sin(th0)
+    cy, sy = np.cos(th1), np.sin(th1)
+    cz, sz = np.cos(th2), np.sin(th2)
     Re[0, 0] = cz * cy
     Re[0, 1] = cz * sy * sx - sz * cx
     Re[0, 2] = cz * sy * cx + sz * sx
@@ -82,204 +64,173 @@ def _elastic_rotation(th, Re, G):
     G[2, 2] = 1.0
 
 
-# ---------------------------------------------------------------------------------------------- body terms
+# ---------------------------------------------------------------------------------------------- one body
 
 
-@njit(cache=True)
-def _body_mass_matrix(d, b, delta, m, Mb):
-    """M_b(delta) of body b (link body of joint b) into Mb[:6+m, :6+m]."""
-    nb = 6 + m
-    for i in range(nb):
-        for j in range(nb):
-            Mb[i, j] = 0.0
-    M = d.body_mass[b]
-    S0 = d.body_S0[b]
-    S = np.empty(3)
-    for i in range(3):
-        S[i] = S0[i]
-        for k in range(m):
-            S[i] += d.body_Phibar[b, i, k] * delta[k]
-    for i in range(3):
-        Mb[i, i] = M
-    # -[S]x in (v, omega) block, [S]x in (omega, v)
-    Mb[0, 4] = S[2]
-    Mb[0, 5] = -S[1]
-    Mb[1, 3] = -S[2]
-    Mb[1, 5] = S[0]
-    Mb[2, 3] = S[1]
-    Mb[2, 4] = -S[0]
-    for i in range(3):
-        for j in range(3):
-            Mb[3 + j, i] = Mb[i, 3 + j]
-    # I(delta)
-    for i in range(3):
-        for j in range(3):
-            s = d.body_I0[b, i, j]
-            for k in range(m):
-                s += d.body_I1[b, k, i, j] * delta[k]
-                for l in range(m):
-                    s += d.body_I2[b, k, l, i, j] * delta[k] * delta[l]
-            Mb[3 + i, 3 + j] = s
-    for k in range(m):
-        for i in range(3):
-            Mb[i, 6 + k] = d.body_Phibar[b, i, k]
-            Mb[6 + k, i] = d.body_Phibar[b, i, k]
-            h = d.body_H0[b, i, k]
-            for l in range(m):
-                h += d.body_H1[b, l, k, i] * delta[l]
-            Mb[3 + i, 6 + k] = h
-            Mb[6 + k, 3 + i] = h
-        for l in range(m):
-            Mb[6 + k, 6 + l] = d.body_Mdd[b, k, l]
+@njit(cache=True, inline='always')
+def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
+                M, S0, I0, Phibar, I1, I2, H0, H1, Mdd,
+                J, rhs, want_mass, A, Y, Ak, Hm):
+    """Add one body: J += Jb^T M_b Jb, rhs -= Jb^T F_b(z''=0), with Jb = [R^T Jv; R^T Jw; selector of
+    the body's modal coordinates ds..ds+m] and M_b(delta) assembled from the modal integrals:
 
-
-@njit(cache=True)
-def _body_mass_derivative(d, b, delta, m, k, dM):
-    """dM_b/d delta_k into dM[:6+m, :6+m]."""
-    nb = 6 + m
-    for i in range(nb):
-        for j in range(nb):
-            dM[i, j] = 0.0
-    p0 = d.body_Phibar[b, 0, k]
-    p1 = d.body_Phibar[b, 1, k]
-    p2 = d.body_Phibar[b, 2, k]
-    dM[0, 4] = p2
-    dM[0, 5] = -p1
-    dM[1, 3] = -p2
-    dM[1, 5] = p0
-    dM[2, 3] = p1
-    dM[2, 4] = -p0
-    for i in range(3):
-        for j in range(3):
-            dM[3 + j, i] = dM[i, 3 + j]
-    for i in range(3):
-        for j in range(3):
-            s = d.body_I1[b, k, i, j]
-            for l in range(m):
-                s += 2.0 * d.body_I2[b, k, l, i, j] * delta[l]
-            dM[3 + i, 3 + j] = s
-    for l in range(m):
-        for i in range(3):
-            dM[3 + i, 6 + l] = d.body_H1[b, k, l, i]
-            dM[6 + l, 3 + i] = d.body_H1[b, k, l, i]
-
-
-@njit(cache=True)
-def _rigid_mass_matrix(M, S, I0, Mb):
-    """Spatial inertia of a rigid body about its frame origin (first moment S = M c, I0 about origin)."""
-    for i in range(6):
-        for j in range(6):
-            Mb[i, j] = 0.0
-    for i in range(3):
-        Mb[i, i] = M
-    Mb[0, 4] = S[2]
-    Mb[0, 5] = -S[1]
-    Mb[1, 3] = -S[2]
-    Mb[1, 5] = S[0]
-    Mb[2, 3] = S[1]
-    Mb[2, 4] = -S[0]
-    for i in range(3):
-        for j in range(3):
-            Mb[3 + j, i] = Mb[i, 3 + j]
-            Mb[3 + i, 3 + j] = I0[i, j]
-
-
-@njit(cache=True)
-def _accumulate_body(R, Jv, Jw, v, om, a, al, ncol, ds, m, zd, Mb, ws, d, b, delta, J, rhs, want_mass):
-    """Add body contributions: J += Jb^T Mb Jb and rhs -= Jb^T F_b(z''=0).
-
-    R, Jv, Jw, v, om, a, al: body frame rotation, world Jacobians/velocities/bias accelerations.
-    b >= 0: link body of joint b with modes delta (m of them at coordinates ds..ds+m); b < 0: rigid (Mb given).
+        M_b = [[M 1, -[S]x, Phibar], [[S]x, I(delta), H(delta)], [Phibar^T, H^T, Mdd]]
+        S = S0 + Phibar delta,  I = I0 + sum_k delta_k I1_k + sum_kl delta_k delta_l I2_kl,
+        H_k = H0_k + sum_l delta_l H1_lk.
     """
-    nb = 6 + m
-    Jb = ws.Jb
-    X = ws.X
-    vb = ws.v3a
-    ob = ws.v3b
-    tmp = ws.v3c
-    # body Jacobian rows
+    # body Jacobian rows (6 x ncol)
     for c in range(ncol):
         for i in range(3):
-            Jb[i, c] = R[0, i] * Jv[0, c] + R[1, i] * Jv[1, c] + R[2, i] * Jv[2, c]
-            Jb[3 + i, c] = R[0, i] * Jw[0, c] + R[1, i] * Jw[1, c] + R[2, i] * Jw[2, c]
+            A[i, c] = R[0, i] * Jv[0, c] + R[1, i] * Jv[1, c] + R[2, i] * Jv[2, c]
+            A[3 + i, c] = R[0, i] * Jw[0, c] + R[1, i] * Jw[1, c] + R[2, i] * Jw[2, c]
+    # body velocities and bias of their derivatives
+    v0 = R[0, 0] * v[0] + R[1, 0] * v[1] + R[2, 0] * v[2]
+    v1 = R[0, 1] * v[0] + R[1, 1] * v[1] + R[2, 1] * v[2]
+    v2 = R[0, 2] * v[0] + R[1, 2] * v[1] + R[2, 2] * v[2]
+    w0 = R[0, 0] * om[0] + R[1, 0] * om[1] + R[2, 0] * om[2]
+    w1 = R[0, 1] * om[0] + R[1, 1] * om[1] + R[2, 1] * om[2]
+    w2 = R[0, 2] * om[0] + R[1, 2] * om[1] + R[2, 2] * om[2]
+    c0, c1, c2 = _cross(w0, w1, w2, v0, v1, v2)
+    av0 = R[0, 0] * a[0] + R[1, 0] * a[1] + R[2, 0] * a[2] - c0
+    av1 = R[0, 1] * a[0] + R[1, 1] * a[1] + R[2, 1] * a[2] - c1
+    av2 = R[0, 2] * a[0] + R[1, 2] * a[1] + R[2, 2] * a[2] - c2
+    aw0 = R[0, 0] * al[0] + R[1, 0] * al[1] + R[2, 0] * al[2]
+    aw1 = R[0, 1] * al[0] + R[1, 1] * al[1] + R[2, 1] * al[2]
+    aw2 = R[0, 2] * al[0] + R[1, 2] * al[1] + R[2, 2] * al[2]
+    # configuration-dependent integrals: S, I, H, and A_k = dI/d delta_k = I1_k + 2 sum_l delta_l I2_kl
+    S0_, S1_, S2_ = S0[0], S0[1], S0[2]
+    Sd0 = 0.0
+    Sd1 = 0.0
+    Sd2 = 0.0
+    I00, I01, I02 = I0[0, 0], I0[0, 1], I0[0, 2]
+    I11, I12, I22 = I0[1, 1], I0[1, 2], I0[2, 2]
+    Id00 = 0.0
+    Id01 = 0.0
+    Id02 = 0.0
+    Id11 = 0.0
+    Id12 = 0.0
+    Id22 = 0.0
+    for k in range(m):
+        dk = z[ds + k]
+        ddk = zd[ds + k]
+        S0_ += Phibar[0, k] * dk
+        S1_ += Phibar[1, k] * dk
+        S2_ += Phibar[2, k] * dk
+        Sd0 += Phibar[0, k] * ddk
+        Sd1 += Phibar[1, k] * ddk
+        Sd2 += Phibar[2, k] * ddk
+        for i in range(3):
+            for j in range(i, 3):
+                b = 0.0
+                for l in range(m):
+                    b += I2[k, l, i, j] * z[ds + l]
+                Ak[k, i, j] = I1[k, i, j] + 2.0 * b
+                Ak[k, j, i] = Ak[k, i, j]
+        # I += delta_k (I1_k + B_k) = delta_k (A_k + I1_k) / 2
+        I00 += 0.5 * dk * (Ak[k, 0, 0] + I1[k, 0, 0])
+        I01 += 0.5 * dk * (Ak[k, 0, 1] + I1[k, 0, 1])
+        I02 += 0.5 * dk * (Ak[k, 0, 2] + I1[k, 0, 2])
+        I11 += 0.5 * dk * (Ak[k, 1, 1] + I1[k, 1, 1])
+        I12 += 0.5 * dk * (Ak[k, 1, 2] + I1[k, 1, 2])
+        I22 += 0.5 * dk * (Ak[k, 2, 2] + I1[k, 2, 2])
+        Id00 += ddk * Ak[k, 0, 0]
+        Id01 += ddk * Ak[k, 0, 1]
+        Id02 += ddk * Ak[k, 0, 2]
+        Id11 += ddk * Ak[k, 1, 1]
+        Id12 += ddk * Ak[k, 1, 2]
+        Id22 += ddk * Ak[k, 2, 2]
+        for i in range(3):
+            h = H0[i, k]
+            for l in range(m):
+                h += H1[l, k, i] * z[ds + l]
+            Hm[i, k] = h
+    # momenta P = M_b nu: p (linear), L (angular), pd (modal)
+    c0, c1, c2 = _cross(w0, w1, w2, S0_, S1_, S2_)
+    p0 = M * v0 + c0 + Sd0          # Phibar deltadot = Sdot
+    p1 = M * v1 + c1 + Sd1
+    p2 = M * v2 + c2 + Sd2
+    c0, c1, c2 = _cross(S0_, S1_, S2_, v0, v1, v2)
+    L0 = c0 + I00 * w0 + I01 * w1 + I02 * w2
+    L1 = c1 + I01 * w0 + I11 * w1 + I12 * w2
+    L2 = c2 + I02 * w0 + I12 * w1 + I22 * w2
+    for k in range(m):
+        ddk = zd[ds + k]
+        L0 += Hm[0, k] * ddk
+        L1 += Hm[1, k] * ddk
+        L2 += Hm[2, k] * ddk
+    # inertia force F = M_b nudot_bias + Mdot nu + gyroscopic - dT/d delta
+    c0, c1, c2 = _cross(aw0, aw1, aw2, S0_, S1_, S2_)
+    e0, e1, e2 = _cross(w0, w1, w2, Sd0, Sd1, Sd2)
+    g0, g1, g2 = _cross(w0, w1, w2, p0, p1, p2)
+    fp0 = M * av0 + c0 + e0 + g0
+    fp1 = M * av1 + c1 + e1 + g1
+    fp2 = M * av2 + c2 + e2 + g2
+    c0, c1, c2 = _cross(S0_, S1_, S2_, av0, av1, av2)
+    e0, e1, e2 = _cross(Sd0, Sd1, Sd2, v0, v1, v2)
+    g0, g1, g2 = _cross(w0, w1, w2, L0, L1, L2)
+    h0, h1, h2 = _cross(v0, v1, v2, p0, p1, p2)
+    fL0 = c0 + I00 * aw0 + I01 * aw1 + I02 * aw2 + e0 + Id00 * w0 + Id01 * w1 + Id02 * w2 + g0 + h0
+    fL1 = c1 + I01 * aw0 + I11 * aw1 + I12 * aw2 + e1 + Id01 * w0 + Id11 * w1 + Id12 * w2 + g1 + h1
+    fL2 = c2 + I02 * aw0 + I12 * aw1 + I22 * aw2 + e2 + Id02 * w0 + Id12 * w1 + Id22 * w2 + g2 + h2
+    for l in range(m):            # Hdot delta_dot, Hdot_l = sum_k deltadot_k H1_kl
+        dl = zd[ds + l]
         for k in range(m):
-            Jb[6 + k, c] = 0.0
-    for k in range(m):
-        Jb[6 + k, ds + k] = 1.0
-    _matvec_t(R, v, vb)
-    _matvec_t(R, om, ob)
-    nu = ws.nu
-    nud = ws.nud
-    for i in range(3):
-        nu[i] = vb[i]
-        nu[3 + i] = ob[i]
-    for k in range(m):
-        nu[6 + k] = zd[ds + k]
-    # bias of nu-dot: (R^T a - ob x vb, R^T al, 0)
-    _matvec_t(R, a, tmp)
-    c0, c1, c2 = _cross(ob[0], ob[1], ob[2], vb[0], vb[1], vb[2])
-    nud[0] = tmp[0] - c0
-    nud[1] = tmp[1] - c1
-    nud[2] = tmp[2] - c2
-    _matvec_t(R, al, tmp)
-    nud[3] = tmp[0]
-    nud[4] = tmp[1]
-    nud[5] = tmp[2]
-    for k in range(m):
-        nud[6 + k] = 0.0
-    if b >= 0:
-        _body_mass_matrix(d, b, delta, m, Mb)
-    F = ws.F
-    P = ws.P
-    for i in range(nb):
-        s = 0.0
-        sp = 0.0
-        for j in range(nb):
-            s += Mb[i, j] * nud[j]
-            sp += Mb[i, j] * nu[j]
-        F[i] = s
-        P[i] = sp
-    if b >= 0 and m > 0:
-        dM = ws.dM
-        for k in range(m):
-            _body_mass_derivative(d, b, delta, m, k, dM)
-            dk = nu[6 + k]
-            quad = 0.0
-            for i in range(nb):
-                s = 0.0
-                for j in range(nb):
-                    s += dM[i, j] * nu[j]
-                F[i] += dk * s              # Mdot nu
-                quad += nu[i] * s
-            F[6 + k] -= 0.5 * quad          # - dT/d delta_k
-    # gyroscopic terms
-    c0, c1, c2 = _cross(ob[0], ob[1], ob[2], P[0], P[1], P[2])
-    F[0] += c0
-    F[1] += c1
-    F[2] += c2
-    c0, c1, c2 = _cross(ob[0], ob[1], ob[2], P[3], P[4], P[5])
-    e0, e1, e2 = _cross(vb[0], vb[1], vb[2], P[0], P[1], P[2])
-    F[3] += c0 + e0
-    F[4] += c1 + e1
-    F[5] += c2 + e2
+            dk = zd[ds + k]
+            fL0 += dk * H1[k, l, 0] * dl
+            fL1 += dk * H1[k, l, 1] * dl
+            fL2 += dk * H1[k, l, 2] * dl
     for c in range(ncol):
-        s = 0.0
-        for i in range(nb):
-            s += Jb[i, c] * F[i]
-        rhs[c] -= s
+        rhs[c] -= (A[0, c] * fp0 + A[1, c] * fp1 + A[2, c] * fp2
+                   + A[3, c] * fL0 + A[4, c] * fL1 + A[5, c] * fL2)
+    for k in range(m):
+        # Phibar^T nudot_v + H^T nudot_w + Hdot^T w - dT/d delta_k
+        fd = (Phibar[0, k] * av0 + Phibar[1, k] * av1 + Phibar[2, k] * av2
+              + Hm[0, k] * aw0 + Hm[1, k] * aw1 + Hm[2, k] * aw2)
+        hd0 = 0.0
+        hd1 = 0.0
+        hd2 = 0.0
+        hk0 = 0.0
+        hk1 = 0.0
+        hk2 = 0.0
+        for l in range(m):
+            dl = zd[ds + l]
+            hd0 += dl * H1[l, k, 0]      # Hdot_k
+            hd1 += dl * H1[l, k, 1]
+            hd2 += dl * H1[l, k, 2]
+            hk0 += dl * H1[k, l, 0]      # dH/d delta_k . deltadot
+            hk1 += dl * H1[k, l, 1]
+            hk2 += dl * H1[k, l, 2]
+        fd += hd0 * w0 + hd1 * w1 + hd2 * w2
+        c0, c1, c2 = _cross(w0, w1, w2, Phibar[0, k], Phibar[1, k], Phibar[2, k])
+        dT = (v0 * c0 + v1 * c1 + v2 * c2
+              + 0.5 * (w0 * (Ak[k, 0, 0] * w0 + Ak[k, 0, 1] * w1 + Ak[k, 0, 2] * w2)
+                       + w1 * (Ak[k, 1, 0] * w0 + Ak[k, 1, 1] * w1 + Ak[k, 1, 2] * w2)
+                       + w2 * (Ak[k, 2, 0] * w0 + Ak[k, 2, 1] * w1 + Ak[k, 2, 2] * w2))
+              + w0 * hk0 + w1 * hk1 + w2 * hk2)
+        rhs[ds + k] -= fd - dT
     if want_mass:
-        for i in range(nb):
-            for c in range(ncol):
-                s = 0.0
-                for j in range(nb):
-                    s += Mb[i, j] * Jb[j, c]
-                X[i, c] = s
+        # Y = M11 A with M11 = [[M 1, -[S]x], [[S]x, I]]
+        for c in range(ncol):
+            x0, x1, x2 = A[0, c], A[1, c], A[2, c]
+            y0, y1, y2 = A[3, c], A[4, c], A[5, c]
+            c0, c1, c2 = _cross(y0, y1, y2, S0_, S1_, S2_)         # -[S]x y = y x S
+            Y[0, c] = M * x0 + c0
+            Y[1, c] = M * x1 + c1
+            Y[2, c] = M * x2 + c2
+            c0, c1, c2 = _cross(S0_, S1_, S2_, x0, x1, x2)
+            Y[3, c] = c0 + I00 * y0 + I01 * y1 + I02 * y2
+            Y[4, c] = c1 + I01 * y0 + I11 * y1 + I12 * y2
+            Y[5, c] = c2 + I02 * y0 + I12 * y1 + I22 * y2
         for r in range(ncol):
             for c in range(r, ncol):
-                s = 0.0
-                for i in range(nb):
-                    s += Jb[i, r] * X[i, c]
-                J[r, c] += s
+                J[r, c] += (A[0, r] * Y[0, c] + A[1, r] * Y[1, c] + A[2, r] * Y[2, c]
+                            + A[3, r] * Y[3, c] + A[4, r] * Y[4, c] + A[5, r] * Y[5, c])
+        for k in range(m):
+            for c in range(ds):            # the body's own frame does not move with its modes
+                J[c, ds + k] += (Phibar[0, k] * A[0, c] + Phibar[1, k] * A[1, c] + Phibar[2, k] * A[2, c]
+                                 + Hm[0, k] * A[3, c] + Hm[1, k] * A[4, c] + Hm[2, k] * A[5, c])
+            for l in range(k, m):
+                J[ds + k, ds + l] += Mdd[k, l]
 
 
 # ---------------------------------------------------------------------------------------------- the dynamics
@@ -287,27 +238,63 @@ def _accumulate_body(R, Jv, Jw, v, om, a, al, ncol, ds, m, zd, Mb, ws, d, b, del
 
 @njit(cache=True)
 def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
-    """Fill J (upper triangle mirrored) and rhs = R(z, z', tau) of J z'' = R."""
+    """Fill J (symmetric) and rhs = R(z, z', tau) of J z'' = R."""
     n = d.n_joints
     N = d.n_coords
-    for i in range(N):
-        rhs[i] = 0.0
-        if want_mass:
-            for j in range(N):
-                J[i, j] = 0.0
+    q_index = d.q_index
+    n_modes = d.n_modes
+    angle_offset = d.angle_offset
+    offset = d.offset
+    length = d.length
+    twist = d.twist
+    gravity = d.gravity
+    phi_tip = d.phi_tip
+    theta_tip = d.theta_tip
+    body_active = d.body_active
+    body_mass = d.body_mass
+    body_S0 = d.body_S0
+    body_I0 = d.body_I0
+    body_Phibar = d.body_Phibar
+    body_I1 = d.body_I1
+    body_I2 = d.body_I2
+    body_H0 = d.body_H0
+    body_H1 = d.body_H1
+    body_Mdd = d.body_Mdd
+    stiffness = d.stiffness
+    damping = d.damping
+    viscous = d.viscous
+    coulomb = d.coulomb
+    rotor = d.rotor_inertia
+    vc = d.coulomb_velocity
     Rt = ws.Rt
-    pt = ws.pt
     Jwt = ws.Jwt
     Jvt = ws.Jvt
-    omt = ws.omt
-    vt = ws.vt
-    alt = ws.alt
-    at = ws.at
     RF = ws.RF
     RE = ws.RE
     Re = ws.Re
     G = ws.G
-    Rx = ws.Rx
+    Jv = ws.Jv
+    Jw = ws.Jw
+    A = ws.A
+    Y = ws.Y
+    Ak = ws.Ak
+    Hm = ws.Hm
+    pt = ws.pt
+    omt = ws.omt
+    vt = ws.vt
+    alt = ws.alt
+    at = ws.at
+    om = ws.om
+    v = ws.v
+    al = ws.al
+    a = ws.a
+
+    for i in range(N):
+        rhs[i] = 0.0
+    if want_mass:
+        for i in range(N):
+            for j in range(N):
+                J[i, j] = 0.0
     for i in range(3):
         for j in range(3):
             Rt[i, j] = d.base_R[i, j]
@@ -315,51 +302,34 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         omt[i] = 0.0
         vt[i] = 0.0
         alt[i] = 0.0
-        at[i] = -d.gravity[i]       # gravity as base acceleration
+        at[i] = -gravity[i]       # gravity as an upward acceleration of the base
     for i in range(3):
         for c in range(N):
             Jwt[i, c] = 0.0
             Jvt[i, c] = 0.0
-    Jv = ws.Jv
-    Jw = ws.Jw
-    om = ws.om
-    v = ws.v
-    al = ws.al
-    a = ws.a
-    th = ws.th
-    thd = ws.thd
     for j in range(n):
-        qj = d.q_index[j]
+        qj = q_index[j]
         ds = qj + 1
-        m = d.n_modes[j]
+        m = n_modes[j]
         ncol = ds + m
-        ang = d.angle_offset[j] + z[qj]
+        ang = angle_offset[j] + z[qj]
         cq, sq = np.cos(ang), np.sin(ang)
-        # F_j = Tip_{j-1} Rz(ang)
+        # F_j = Tip_{j-1} Rz(ang), rotating about z of Tip_{j-1}
         for i in range(3):
             RF[i, 0] = Rt[i, 0] * cq + Rt[i, 1] * sq
             RF[i, 1] = -Rt[i, 0] * sq + Rt[i, 1] * cq
             RF[i, 2] = Rt[i, 2]
         z0, z1, z2 = Rt[0, 2], Rt[1, 2], Rt[2, 2]
         qd = zd[qj]
-        for i in range(3):
-            om[i] = omt[i]
-            al[i] = alt[i]
-        om[0] += z0 * qd
-        om[1] += z1 * qd
-        om[2] += z2 * qd
         c0, c1, c2 = _cross(omt[0], omt[1], omt[2], z0, z1, z2)
-        al[0] += c0 * qd
-        al[1] += c1 * qd
-        al[2] += c2 * qd
-        for c in range(ncol):
-            for i in range(3):
-                Jw[i, c] = Jwt[i, c] if c < qj else 0.0
-        Jw[0, qj] = z0
-        Jw[1, qj] = z1
-        Jw[2, qj] = z2
-        # L_j = F_j Tz(d_j): origin offset r = d z
-        dj = d.offset[j]
+        om[0] = omt[0] + z0 * qd
+        om[1] = omt[1] + z1 * qd
+        om[2] = omt[2] + z2 * qd
+        al[0] = alt[0] + c0 * qd
+        al[1] = alt[1] + c1 * qd
+        al[2] = alt[2] + c2 * qd
+        # L_j = F_j Tz(d_j): origin offset r = d_j z
+        dj = offset[j]
         r0, r1, r2 = z0 * dj, z1 * dj, z2 * dj
         pL0, pL1, pL2 = pt[0] + r0, pt[1] + r1, pt[2] + r2
         c0, c1, c2 = _cross(om[0], om[1], om[2], r0, r1, r2)
@@ -371,64 +341,82 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         a[0] = at[0] + e0 + f0
         a[1] = at[1] + e1 + f1
         a[2] = at[2] + e2 + f2
-        for c in range(ncol):
-            if c <= qj:
-                g0, g1, g2 = _cross(Jw[0, c], Jw[1, c], Jw[2, c], r0, r1, r2)
-                Jv[0, c] = (Jvt[0, c] if c < qj else 0.0) + g0
-                Jv[1, c] = (Jvt[1, c] if c < qj else 0.0) + g1
-                Jv[2, c] = (Jvt[2, c] if c < qj else 0.0) + g2
-            else:
-                Jv[0, c] = 0.0
-                Jv[1, c] = 0.0
-                Jv[2, c] = 0.0
-        delta = z[ds:ds + m]
-        # link body j (attached to L_j, rotation RF)
-        if d.body_active[j]:
-            _accumulate_body(RF, Jv, Jw, v, om, a, al, ncol, ds, m, zd, ws.Mb, ws, d, j, delta, J, rhs,
-                             want_mass)
-        # elastic tip of link j
-        for i in range(3):
-            s = 0.0
-            sd = 0.0
-            t = 0.0
-            td = 0.0
-            for k in range(m):
-                s += d.phi_tip[j, i, k] * z[ds + k]
-                sd += d.phi_tip[j, i, k] * zd[ds + k]
-                t += d.theta_tip[j, i, k] * z[ds + k]
-                td += d.theta_tip[j, i, k] * zd[ds + k]
-            ws.rho[i] = s
-            ws.rhod[i] = sd
-            th[i] = t
-            thd[i] = td
-        ws.rho[0] += d.length[j]
-        _matvec(RF, ws.rho, ws.r)
-        _matvec(RF, ws.rhod, ws.rd)
-        r0, r1, r2 = ws.r[0], ws.r[1], ws.r[2]
-        rd0, rd1, rd2 = ws.rd[0], ws.rd[1], ws.rd[2]
-        _elastic_rotation(th, Re, G)
-        # relative angular velocity (link axes) and its bias derivative G' thd
-        wr0 = G[0, 0] * thd[0] + G[0, 1] * thd[1] + G[0, 2] * thd[2]
-        wr1 = G[1, 0] * thd[0] + G[1, 1] * thd[1] + G[1, 2] * thd[2]
-        wr2 = G[2, 0] * thd[0] + G[2, 1] * thd[1] + G[2, 2] * thd[2]
+        for c in range(qj):
+            Jw[0, c] = Jwt[0, c]
+            Jw[1, c] = Jwt[1, c]
+            Jw[2, c] = Jwt[2, c]
+            g0, g1, g2 = _cross(Jwt[0, c], Jwt[1, c], Jwt[2, c], r0, r1, r2)
+            Jv[0, c] = Jvt[0, c] + g0
+            Jv[1, c] = Jvt[1, c] + g1
+            Jv[2, c] = Jvt[2, c] + g2
+        Jw[0, qj] = z0
+        Jw[1, qj] = z1
+        Jw[2, qj] = z2
+        g0, g1, g2 = _cross(z0, z1, z2, r0, r1, r2)
+        Jv[0, qj] = g0
+        Jv[1, qj] = g1
+        Jv[2, qj] = g2
+        for c in range(ds, ncol):
+            for i in range(3):
+                Jw[i, c] = 0.0
+                Jv[i, c] = 0.0
+        # link body j (with its hub and rigid attachments), in L_j (rotation RF)
+        if body_active[j]:
+            _body_terms(RF, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
+                        body_mass[j], body_S0[j], body_I0[j], body_Phibar[j], body_I1[j], body_I2[j],
+                        body_H0[j], body_H1[j], body_Mdd[j], J, rhs, want_mass, A, Y, Ak, Hm)
+        # elastic tip of link j: rho = l e_x + Phi_tip delta, rotation Re(th), th = Theta_tip delta
+        rho0 = length[j]
+        rho1 = 0.0
+        rho2 = 0.0
+        rd0_ = 0.0
+        rd1_ = 0.0
+        rd2_ = 0.0
+        th0 = 0.0
+        th1 = 0.0
+        th2 = 0.0
+        td0 = 0.0
+        td1 = 0.0
+        td2 = 0.0
+        for k in range(m):
+            dk = z[ds + k]
+            ddk = zd[ds + k]
+            rho0 += phi_tip[j, 0, k] * dk
+            rho1 += phi_tip[j, 1, k] * dk
+            rho2 += phi_tip[j, 2, k] * dk
+            rd0_ += phi_tip[j, 0, k] * ddk
+            rd1_ += phi_tip[j, 1, k] * ddk
+            rd2_ += phi_tip[j, 2, k] * ddk
+            th0 += theta_tip[j, 0, k] * dk
+            th1 += theta_tip[j, 1, k] * dk
+            th2 += theta_tip[j, 2, k] * dk
+            td0 += theta_tip[j, 0, k] * ddk
+            td1 += theta_tip[j, 1, k] * ddk
+            td2 += theta_tip[j, 2, k] * ddk
+        r0 = RF[0, 0] * rho0 + RF[0, 1] * rho1 + RF[0, 2] * rho2
+        r1 = RF[1, 0] * rho0 + RF[1, 1] * rho1 + RF[1, 2] * rho2
+        r2 = RF[2, 0] * rho0 + RF[2, 1] * rho1 + RF[2, 2] * rho2
+        rd0 = RF[0, 0] * rd0_ + RF[0, 1] * rd1_ + RF[0, 2] * rd2_
+        rd1 = RF[1, 0] * rd0_ + RF[1, 1] * rd1_ + RF[1, 2] * rd2_
+        rd2 = RF[2, 0] * rd0_ + RF[2, 1] * rd1_ + RF[2, 2] * rd2_
+        _elastic_rotation(th0, th1, th2, Re, G)
+        # relative angular velocity G thd (link axes) and its bias derivative Gdot thd:
         # d/dt(Rz e_y) = thd_z e_z x (Rz e_y); d/dt(Rz Ry e_x) = (thd_z e_z + thd_y Rz e_y) x (Rz Ry e_x)
-        h0, h1, h2 = _cross(0.0, 0.0, thd[2], G[0, 1], G[1, 1], G[2, 1])
-        u0 = G[0, 1] * thd[1]
-        u1 = G[1, 1] * thd[1]
-        u2 = thd[2]
-        k0, k1, k2 = _cross(u0, u1, u2, G[0, 0], G[1, 0], G[2, 0])
-        gd0 = thd[1] * h0 + thd[0] * k0
-        gd1 = thd[1] * h1 + thd[0] * k1
-        gd2 = thd[1] * h2 + thd[0] * k2
-        ws.tmp3[0] = wr0
-        ws.tmp3[1] = wr1
-        ws.tmp3[2] = wr2
-        _matvec(RF, ws.tmp3, ws.wr)
-        ws.tmp3[0] = gd0
-        ws.tmp3[1] = gd1
-        ws.tmp3[2] = gd2
-        _matvec(RF, ws.tmp3, ws.gd)
-        # tip position / velocity / bias acceleration
+        wl0 = G[0, 0] * td0 + G[0, 1] * td1
+        wl1 = G[1, 0] * td0 + G[1, 1] * td1
+        wl2 = G[2, 0] * td0 + td2
+        h0, h1, h2 = _cross(0.0, 0.0, td2, G[0, 1], G[1, 1], G[2, 1])
+        k0, k1, k2 = _cross(G[0, 1] * td1, G[1, 1] * td1, td2, G[0, 0], G[1, 0], G[2, 0])
+        gl0 = td1 * h0 + td0 * k0
+        gl1 = td1 * h1 + td0 * k1
+        gl2 = td1 * h2 + td0 * k2
+        wr0 = RF[0, 0] * wl0 + RF[0, 1] * wl1 + RF[0, 2] * wl2
+        wr1 = RF[1, 0] * wl0 + RF[1, 1] * wl1 + RF[1, 2] * wl2
+        wr2 = RF[2, 0] * wl0 + RF[2, 1] * wl1 + RF[2, 2] * wl2
+        gd0 = RF[0, 0] * gl0 + RF[0, 1] * gl1 + RF[0, 2] * gl2
+        gd1 = RF[1, 0] * gl0 + RF[1, 1] * gl1 + RF[1, 2] * gl2
+        gd2 = RF[2, 0] * gl0 + RF[2, 1] * gl1 + RF[2, 2] * gl2
+        # tip velocity and bias accelerations (world)
         c0, c1, c2 = _cross(om[0], om[1], om[2], r0, r1, r2)
         vt[0] = v[0] + c0 + rd0
         vt[1] = v[1] + c1 + rd1
@@ -439,64 +427,58 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         at[0] = a[0] + e0 + f0 + 2.0 * g0
         at[1] = a[1] + e1 + f1 + 2.0 * g1
         at[2] = a[2] + e2 + f2 + 2.0 * g2
-        wr = ws.wr
-        h0, h1, h2 = _cross(om[0], om[1], om[2], wr[0], wr[1], wr[2])
-        alt[0] = al[0] + h0 + ws.gd[0]
-        alt[1] = al[1] + h1 + ws.gd[1]
-        alt[2] = al[2] + h2 + ws.gd[2]
-        omt[0] = om[0] + wr[0]
-        omt[1] = om[1] + wr[1]
-        omt[2] = om[2] + wr[2]
+        h0, h1, h2 = _cross(om[0], om[1], om[2], wr0, wr1, wr2)
+        alt[0] = al[0] + h0 + gd0
+        alt[1] = al[1] + h1 + gd1
+        alt[2] = al[2] + h2 + gd2
+        omt[0] = om[0] + wr0
+        omt[1] = om[1] + wr1
+        omt[2] = om[2] + wr2
         pt[0] = pL0 + r0
         pt[1] = pL1 + r1
         pt[2] = pL2 + r2
-        for c in range(ncol):
-            if c < ds:
-                g0, g1, g2 = _cross(Jw[0, c], Jw[1, c], Jw[2, c], r0, r1, r2)
-                Jvt[0, c] = Jv[0, c] + g0
-                Jvt[1, c] = Jv[1, c] + g1
-                Jvt[2, c] = Jv[2, c] + g2
-                Jwt[0, c] = Jw[0, c]
-                Jwt[1, c] = Jw[1, c]
-                Jwt[2, c] = Jw[2, c]
-            else:
-                k = c - ds
-                for i in range(3):
-                    ws.tmp3[i] = d.phi_tip[j, i, k]
-                _matvec(RF, ws.tmp3, ws.r)
-                for i in range(3):
-                    Jvt[i, c] = ws.r[i]
-                for i in range(3):
-                    ws.tmp3[i] = (G[i, 0] * d.theta_tip[j, 0, k] + G[i, 1] * d.theta_tip[j, 1, k]
-                                  + G[i, 2] * d.theta_tip[j, 2, k])
-                _matvec(RF, ws.tmp3, ws.r)
-                for i in range(3):
-                    Jwt[i, c] = ws.r[i]
+        # tip Jacobians
+        for c in range(ds):
+            g0, g1, g2 = _cross(Jw[0, c], Jw[1, c], Jw[2, c], r0, r1, r2)
+            Jvt[0, c] = Jv[0, c] + g0
+            Jvt[1, c] = Jv[1, c] + g1
+            Jvt[2, c] = Jv[2, c] + g2
+            Jwt[0, c] = Jw[0, c]
+            Jwt[1, c] = Jw[1, c]
+            Jwt[2, c] = Jw[2, c]
+        for k in range(m):
+            c = ds + k
+            p0, p1, p2 = phi_tip[j, 0, k], phi_tip[j, 1, k], phi_tip[j, 2, k]
+            t0 = G[0, 0] * theta_tip[j, 0, k] + G[0, 1] * theta_tip[j, 1, k]
+            t1 = G[1, 0] * theta_tip[j, 0, k] + G[1, 1] * theta_tip[j, 1, k]
+            t2 = G[2, 0] * theta_tip[j, 0, k] + theta_tip[j, 2, k]
+            for i in range(3):
+                Jvt[i, c] = RF[i, 0] * p0 + RF[i, 1] * p1 + RF[i, 2] * p2
+                Jwt[i, c] = RF[i, 0] * t0 + RF[i, 1] * t1 + RF[i, 2] * t2
         # elastic tip rotation RE = RF Re
-        _matmul3(RF, Re, RE)
-        if j == n - 1 and d.payload_active:
-            _rigid_mass_matrix(d.payload_mass, d.payload_S, d.payload_I0, ws.Mb)
-            _accumulate_body(RE, Jvt, Jwt, vt, omt, at, alt, ncol, ds, 0, zd, ws.Mb, ws, d, -1, delta, J, rhs,
-                             want_mass)
-        # Tip_j = ElasticTip_j Rx(twist_j)
-        ca, sa = np.cos(d.twist[j]), np.sin(d.twist[j])
-        for i in range(3):
-            Rx[i, 0] = RE[i, 0]
-            Rx[i, 1] = RE[i, 1] * ca + RE[i, 2] * sa
-            Rx[i, 2] = -RE[i, 1] * sa + RE[i, 2] * ca
         for i in range(3):
             for k in range(3):
-                Rt[i, k] = Rx[i, k]
+                RE[i, k] = RF[i, 0] * Re[0, k] + RF[i, 1] * Re[1, k] + RF[i, 2] * Re[2, k]
+        if j == n - 1 and d.payload_active:
+            _body_terms(RE, Jvt, Jwt, vt, omt, at, alt, ncol, ncol, 0, z, zd,
+                        d.payload_mass, d.payload_S, d.payload_I0, body_Phibar[j], body_I1[j], body_I2[j],
+                        body_H0[j], body_H1[j], body_Mdd[j], J, rhs, want_mass, A, Y, Ak, Hm)
+        # Tip_j = ElasticTip_j Rx(twist_j)
+        ca, sa = np.cos(twist[j]), np.sin(twist[j])
+        for i in range(3):
+            Rt[i, 0] = RE[i, 0]
+            Rt[i, 1] = RE[i, 1] * ca + RE[i, 2] * sa
+            Rt[i, 2] = -RE[i, 1] * sa + RE[i, 2] * ca
         # elastic and damping forces of link j
         for k in range(m):
             s = 0.0
             for l in range(m):
-                s += d.stiffness[j, k, l] * z[ds + l] + d.damping[j, k, l] * zd[ds + l]
+                s += stiffness[j, k, l] * z[ds + l] + damping[j, k, l] * zd[ds + l]
             rhs[ds + k] -= s
-        # joint torque, friction, rotor inertia
-        rhs[qj] += tau[j] - d.viscous[j] * qd - d.coulomb[j] * np.tanh(qd / d.coulomb_velocity)
+        # joint torque, friction; reflected rotor inertia on the diagonal
+        rhs[qj] += tau[j] - viscous[j] * qd - coulomb[j] * np.tanh(qd / vc)
         if want_mass:
-            J[qj, qj] += d.rotor_inertia[j]
+            J[qj, qj] += rotor[j]
     if want_mass:
         for r in range(N):
             for c in range(r):
@@ -535,8 +517,10 @@ def cholesky_solve(A, b, N, L, x):
 @njit(cache=True)
 def forward_dynamics(d, ws, z, zd, tau, zdd):
     """z'' = J^-1 R. Returns False (and leaves zdd undefined) if J is not positive definite."""
-    dynamics_terms(d, ws, z, zd, tau, ws.J, ws.rhs, True)
-    return cholesky_solve(ws.J, ws.rhs, d.n_coords, ws.L, zdd)
+    J = ws.J
+    rhs = ws.rhs
+    dynamics_terms(d, ws, z, zd, tau, J, rhs, True)
+    return cholesky_solve(J, rhs, d.n_coords, ws.L, zdd)
 
 
 # ---------------------------------------------------------------------------------------------- integrators
@@ -544,7 +528,7 @@ def forward_dynamics(d, ws, z, zd, tau, zdd):
 
 @njit(cache=True)
 def rk4_step(d, ws, z, zd, tau, dt, substeps):
-    """Advance (z, zd) in place by substeps classical RK4 steps of dt/substeps. False on failure."""
+    """Advance (z, zd) in place by `substeps` classical RK4 steps of dt/substeps. False on failure."""
     N = d.n_coords
     h = dt / substeps
     z0 = ws.z0
@@ -555,6 +539,9 @@ def rk4_step(d, ws, z, zd, tau, dt, substeps):
     k2 = ws.k2
     k3 = ws.k3
     k4 = ws.k4
+    vk2 = ws.vk2
+    vk3 = ws.vk3
+    vk4 = ws.vk4
     for _ in range(substeps):
         for i in range(N):
             z0[i] = z[i]
@@ -564,26 +551,23 @@ def rk4_step(d, ws, z, zd, tau, dt, substeps):
         for i in range(N):
             zs[i] = z0[i] + 0.5 * h * v0[i]
             vs[i] = v0[i] + 0.5 * h * k1[i]
-        for i in range(N):
-            ws.vk2[i] = vs[i]
+            vk2[i] = vs[i]
         if not forward_dynamics(d, ws, zs, vs, tau, k2):
             return False
         for i in range(N):
-            zs[i] = z0[i] + 0.5 * h * ws.vk2[i]
+            zs[i] = z0[i] + 0.5 * h * vk2[i]
             vs[i] = v0[i] + 0.5 * h * k2[i]
-        for i in range(N):
-            ws.vk3[i] = vs[i]
+            vk3[i] = vs[i]
         if not forward_dynamics(d, ws, zs, vs, tau, k3):
             return False
         for i in range(N):
-            zs[i] = z0[i] + h * ws.vk3[i]
+            zs[i] = z0[i] + h * vk3[i]
             vs[i] = v0[i] + h * k3[i]
-        for i in range(N):
-            ws.vk4[i] = vs[i]
+            vk4[i] = vs[i]
         if not forward_dynamics(d, ws, zs, vs, tau, k4):
             return False
         for i in range(N):
-            z[i] = z0[i] + h / 6.0 * (v0[i] + 2.0 * ws.vk2[i] + 2.0 * ws.vk3[i] + ws.vk4[i])
+            z[i] = z0[i] + h / 6.0 * (v0[i] + 2.0 * vk2[i] + 2.0 * vk3[i] + vk4[i])
             zd[i] = v0[i] + h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
     return True
 
@@ -598,6 +582,12 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
     terms converge by fixed point. Returns False if J is not PD or the iteration does not converge.
     """
     N = d.n_coords
+    n = d.n_joints
+    q_index = d.q_index
+    n_modes = d.n_modes
+    viscous = d.viscous
+    stiffness = d.stiffness
+    damping = d.damping
     h = dt / substeps
     z0 = ws.z0
     v0 = ws.v0
@@ -607,6 +597,9 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
     res = ws.k2
     dv = ws.k3
     S = ws.S
+    J = ws.J
+    rhs = ws.rhs
+    L = ws.L
     for _ in range(substeps):
         for i in range(N):
             z0[i] = z[i]
@@ -617,22 +610,21 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
             for i in range(N):
                 vs[i] = 0.5 * (v0[i] + v1[i])
                 zs[i] = z0[i] + 0.5 * h * vs[i]
-            dynamics_terms(d, ws, zs, vs, tau, ws.J, ws.rhs, True)
+            dynamics_terms(d, ws, zs, vs, tau, J, rhs, True)
             for i in range(N):
                 s = 0.0
                 for j in range(N):
-                    s += ws.J[i, j] * (v1[j] - v0[j])
-                    S[i, j] = ws.J[i, j]
-                res[i] = -(s - h * ws.rhs[i])
-            for j in range(d.n_joints):
-                qj = d.q_index[j]
-                S[qj, qj] += 0.5 * h * d.viscous[j]
-                m = d.n_modes[j]
+                    s += J[i, j] * (v1[j] - v0[j])
+                    S[i, j] = J[i, j]
+                res[i] = -(s - h * rhs[i])
+            for j in range(n):
+                qj = q_index[j]
+                S[qj, qj] += 0.5 * h * viscous[j]
+                m = n_modes[j]
                 for k in range(m):
                     for l in range(m):
-                        S[qj + 1 + k, qj + 1 + l] += (0.5 * h * d.damping[j, k, l]
-                                                      + 0.25 * h * h * d.stiffness[j, k, l])
-            if not cholesky_solve(S, res, N, ws.L, dv):
+                        S[qj + 1 + k, qj + 1 + l] += 0.5 * h * damping[j, k, l] + 0.25 * h * h * stiffness[j, k, l]
+            if not cholesky_solve(S, res, N, L, dv):
                 return False
             nrm = 0.0
             ref = 0.0
@@ -640,7 +632,7 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
                 v1[i] += dv[i]
                 nrm += dv[i] * dv[i]
                 ref += v1[i] * v1[i]
-            if nrm <= tol * tol * (ref + 1e-300) or nrm < 1e-300:
+            if nrm <= tol * tol * ref or nrm < 1e-300:
                 converged = True
                 break
         if not converged:
@@ -659,20 +651,24 @@ def link_frames(d, z, RF, pL, RE, pE):
     """Frames of every link at configuration z: RF[j] (rotation of F_j = L_j), pL[j] (origin of L_j),
     RE[j], pE[j] (elastic tip frame of link j, before the twist)."""
     n = d.n_joints
+    q_index = d.q_index
+    n_modes = d.n_modes
+    phi_tip = d.phi_tip
+    theta_tip = d.theta_tip
     Rt = np.empty((3, 3))
     pt = np.empty(3)
     Re = np.empty((3, 3))
     G = np.empty((3, 3))
-    th = np.empty(3)
     rho = np.empty(3)
+    th = np.empty(3)
     for i in range(3):
         for k in range(3):
             Rt[i, k] = d.base_R[i, k]
         pt[i] = d.base_p[i]
     for j in range(n):
-        qj = d.q_index[j]
+        qj = q_index[j]
         ds = qj + 1
-        m = d.n_modes[j]
+        m = n_modes[j]
         ang = d.angle_offset[j] + z[qj]
         cq, sq = np.cos(ang), np.sin(ang)
         for i in range(3):
@@ -685,14 +681,14 @@ def link_frames(d, z, RF, pL, RE, pE):
             s = 0.0
             t = 0.0
             for k in range(m):
-                s += d.phi_tip[j, i, k] * z[ds + k]
-                t += d.theta_tip[j, i, k] * z[ds + k]
+                s += phi_tip[j, i, k] * z[ds + k]
+                t += theta_tip[j, i, k] * z[ds + k]
             rho[i] = s
             th[i] = t
         rho[0] += d.length[j]
         for i in range(3):
             pE[j, i] = pL[j, i] + RF[j, i, 0] * rho[0] + RF[j, i, 1] * rho[1] + RF[j, i, 2] * rho[2]
-        _elastic_rotation(th, Re, G)
+        _elastic_rotation(th[0], th[1], th[2], Re, G)
         for i in range(3):
             for k in range(3):
                 RE[j, i, k] = RF[j, i, 0] * Re[0, k] + RF[j, i, 1] * Re[1, k] + RF[j, i, 2] * Re[2, k]
@@ -708,6 +704,7 @@ def link_frames(d, z, RF, pL, RE, pE):
 def potential_energies(d, z, RF, pL, RE, pE):
     """(elastic, gravity) potential energy at z. Gravity: V = -g . sum_b (M_b p_b + R_b S_b(delta))."""
     link_frames(d, z, RF, pL, RE, pE)
+    g = d.gravity
     elastic = 0.0
     grav = 0.0
     for j in range(d.n_joints):
@@ -721,12 +718,12 @@ def potential_energies(d, z, RF, pL, RE, pE):
             for k in range(m):
                 s += d.body_Phibar[j, i, k] * z[ds + k]
             for r in range(3):
-                grav -= d.gravity[r] * RF[j, r, i] * s
-            grav -= d.gravity[i] * d.body_mass[j] * pL[j, i]
+                grav -= g[r] * RF[j, r, i] * s
+            grav -= g[i] * d.body_mass[j] * pL[j, i]
     n = d.n_joints - 1
     if d.payload_active:
         for i in range(3):
-            grav -= d.gravity[i] * d.payload_mass * pE[n, i]
+            grav -= g[i] * d.payload_mass * pE[n, i]
             for r in range(3):
-                grav -= d.gravity[r] * RE[n, r, i] * d.payload_S[i]
+                grav -= g[r] * RE[n, r, i] * d.payload_S[i]
     return elastic, grav
