@@ -5,6 +5,8 @@ Subcommands are registered by small modules (one job each); this file only dispa
 import argparse
 import sys
 
+from flexarm_bringup import modes_cmd
+
 
 def _add_demo(sub):
     p = sub.add_parser('demo', help='run the main demonstration (what `make demo` runs)')
@@ -20,6 +22,7 @@ def build_parser():
     parser = argparse.ArgumentParser(prog='flexarm', description='flexarm: flexible-link robot arm simulator')
     sub = parser.add_subparsers(dest='command', required=True)
     _add_demo(sub)
+    modes_cmd.add_parser(sub)
     return parser
 
 
