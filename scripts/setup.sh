@@ -10,6 +10,7 @@ set -eo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PYTHON="${PYTHON:-python3.11}"
+CMAKE="${CMAKE:-cmake}"
 VENV="$ROOT/.venv"
 STAMP_DIR="$VENV/.flexarm"
 BUILD_OK="$ROOT/install/.flexarm_build_ok"
@@ -28,7 +29,7 @@ hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
 command -v "$PYTHON" >/dev/null 2>&1 || die "Python 3.11 is required: '$PYTHON' not found on PATH (set PYTHON=/path/to/python3.11)."
 pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" || die "cannot run $PYTHON"
 [ "$pyver" = "3.11" ] || die "Python 3.11 is required (the ROS 2 wheels are built for CPython 3.11); '$PYTHON' is $pyver."
-command -v cmake >/dev/null 2>&1 || die "cmake is required to build flexarm_msgs: install it (e.g. apt-get install cmake)."
+command -v "$CMAKE" >/dev/null 2>&1 || die "cmake is required to build flexarm_msgs: '$CMAKE' not found (install it, e.g. apt-get install cmake)."
 command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || die "a C compiler (gcc) is required to build flexarm_msgs."
 command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || die "a C++ compiler (g++) is required to build flexarm_msgs."
 
