@@ -1,0 +1,142 @@
+"""Fixed-rate scheduling on absolute monotonic deadlines, and its timing statistics (no ROS).
+
+Deadlines are absolute: tick k is due at t0 + k*T on the monotonic clock, so sleep errors never
+accumulate into drift. Overrun policy (bounded catch-up, then skip and re-anchor):
+
+* A tick that starts late but less than one period late is a normal tick (its lateness is recorded).
+* A tick that starts one period or more after its deadline is an *overrun* (counted). The loop then
+  runs the missed ticks back to back, without sleeping, so simulated time catches up with the wall
+  clock — up to `max_catchup` periods behind.
+* If it is more than `max_catchup` periods behind, the excess periods are *skipped*: the schedule is
+  re-anchored (deadline moved forward by whole periods), `skipped` counts the dropped periods and
+  `lag_s` the simulated time the plant now trails the wall clock by. Nothing is dropped silently.
+
+`period == 0` means "as fast as possible" (no sleeping; used by simtime with real_time_factor 0).
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+
+def set_timer_slack(ns: int = 1000) -> bool:
+    """Best effort: lower this thread's timer slack (Linux prctl PR_SET_TIMERSLACK) for tighter sleeps."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(29, ctypes.c_ulong(ns), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class TimingStats:
+    """Ring-buffer window of per-tick timing, plus running totals."""
+
+    def __init__(self, window: int = 8192):
+        self.window = window
+        self.lateness = np.zeros(window)      # s, start of tick - its deadline
+        self.interval = np.zeros(window)      # s, start of tick - start of previous tick
+        self.compute = np.zeros(window)       # s, work done in the tick
+        self._i = 0
+        self._n = 0
+        self._ci = 0
+        self._cn = 0
+        self._last_start = None
+        self.ticks = 0
+        self.overruns = 0
+        self.skipped = 0
+        self.compute_max = 0.0
+        self.compute_sum = 0.0
+
+    def record_tick(self, start_s: float, lateness_s: float):
+        i = self._i
+        self.lateness[i] = lateness_s
+        self.interval[i] = start_s - self._last_start if self._last_start is not None else np.nan
+        self._last_start = start_s
+        self._i = (i + 1) % self.window
+        self._n = min(self._n + 1, self.window)
+        self.ticks += 1
+
+    def record_compute(self, seconds: float):
+        self.compute[self._ci] = seconds
+        self._ci = (self._ci + 1) % self.window
+        self._cn = min(self._cn + 1, self.window)
+        self.compute_sum += seconds
+        if seconds > self.compute_max:
+            self.compute_max = seconds
+
+    def restart_intervals(self):
+        """Next tick starts a new interval series (after a pause or a period change)."""
+        self._last_start = None
+
+    def summary(self, period_s: float) -> dict:
+        """Statistics over the window: achieved rate, |interval - period| and lateness percentiles."""
+        n, cn = self._n, self._cn
+        out = {'ticks': self.ticks, 'overruns': self.overruns, 'skipped_periods': self.skipped,
+               'compute_mean_s': self.compute_sum / max(1, self.ticks), 'compute_max_s': self.compute_max}
+        iv = self.interval[:n] if n < self.window else self.interval
+        iv = iv[np.isfinite(iv)]
+        if iv.size:
+            out['rate_hz'] = 1.0 / float(np.mean(iv)) if np.mean(iv) > 0 else float('inf')
+            err = np.abs(iv - period_s)
+            out['period_err_p50_s'], out['period_err_p99_s'] = (float(x) for x in np.percentile(err, [50, 99]))
+            out['period_err_max_s'] = float(err.max())
+        late = self.lateness[:n] if n < self.window else self.lateness
+        if late.size:
+            out['lateness_p50_s'], out['lateness_p99_s'] = (float(x) for x in np.percentile(late, [50, 99]))
+            out['lateness_max_s'] = float(late.max())
+        c = self.compute[:cn] if cn < self.window else self.compute
+        if c.size:
+            out['compute_p99_s'] = float(np.percentile(c, 99))
+        return out
+
+
+class FixedRateScheduler:
+    """Absolute-deadline ticking with bounded catch-up (see module docstring)."""
+
+    def __init__(self, period_s: float, max_catchup: int = 5, clock=time.monotonic, sleep=time.sleep,
+                 stats: TimingStats | None = None):
+        self.clock = clock
+        self.sleep = sleep
+        self.period = float(period_s)
+        self.max_catchup = int(max_catchup)
+        self.stats = stats or TimingStats()
+        self.next_deadline = None
+        self.lag_s = 0.0          # simulated time dropped by skipping (plant behind the wall clock)
+
+    def start(self, now: float | None = None):
+        """Anchor the schedule: the first tick is due one period from now."""
+        now = self.clock() if now is None else now
+        self.next_deadline = now + self.period
+        self.stats.restart_intervals()
+
+    def set_period(self, period_s: float):
+        self.period = float(period_s)
+        self.start()
+
+    def wait(self) -> float:
+        """Block until the next tick is due; returns its start time (clock seconds)."""
+        if self.next_deadline is None:
+            self.start()
+        now = self.clock()
+        period = self.period
+        if period <= 0.0:
+            self.stats.record_tick(now, 0.0)
+            return now
+        deadline = self.next_deadline
+        if now < deadline:
+            self.sleep(deadline - now)
+            now = self.clock()
+        late = now - deadline
+        self.stats.record_tick(now, late)
+        if late >= period:
+            self.stats.overruns += 1
+            behind = int(late // period)
+            if behind > self.max_catchup:
+                skip = behind - self.max_catchup
+                deadline += skip * period
+                self.stats.skipped += skip
+                self.lag_s += skip * period
+        self.next_deadline = deadline + period
+        return now
