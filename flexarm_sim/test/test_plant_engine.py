@@ -1,0 +1,128 @@
+"""PlantCore stepping, divergence guard and reset; derived outputs and message building."""
+import os
+
+import numpy as np
+import pytest
+
+from flexarm_sim.model import ArmState, load_model, step
+from flexarm_sim.plant.engine import PlantCore, auto_substeps, initial_state
+from flexarm_sim.plant.outputs import ArmOutputs, quaternion_xyzw
+
+ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms'))
+
+
+@pytest.fixture(scope='module')
+def deluca():
+    return load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+
+
+@pytest.fixture(scope='module')
+def spatial():
+    return load_model(os.path.join(ARMS, 'spatial_3r.yaml'))
+
+
+def test_core_matches_model_step(deluca):
+    z0, zd0 = initial_state(deluca, [0.1, -0.2], [], [0.01, 0.0, 0.005, 0.0])
+    core = PlantCore(deluca, 1e-3, 2)
+    core.set_initial(z0, zd0)
+    core.reset()
+    s = ArmState(z0.copy(), zd0.copy(), 0.0, deluca.workspace())
+    tau = np.array([0.3, -0.1])
+    for _ in range(50):
+        assert core.advance(tau)
+        step(deluca, s, tau, 1e-3, 2)
+    assert np.array_equal(core.z, s.z) and np.array_equal(core.zd, s.zd)
+    assert core.step_index == 50 and core.t == pytest.approx(0.05)
+    core.reset()
+    assert core.step_index == 0 and np.array_equal(core.z, z0)
+
+
+def test_initial_state_validation(deluca):
+    with pytest.raises(ValueError, match='position'):
+        initial_state(deluca, [0.1])
+    with pytest.raises(ValueError, match='modal_velocity'):
+        initial_state(deluca, [], [], [], [np.nan] * 4)
+
+
+def test_divergence_guard_keeps_last_good_state(spatial):
+    # RK4 at 1 ms without substeps is unstable for this stiff arm (stable step ~0.39 ms)
+    core = PlantCore(spatial, 1e-3, substeps=1)
+    core.reset()
+    good = True
+    for _ in range(5000):
+        z_before = core.z.copy()
+        good = core.advance(np.zeros(3))
+        if not good:
+            break
+    assert not good and core.diverged and 'diverged' in core.diverged
+    assert np.all(np.isfinite(core.z)) and np.all(np.isfinite(core.zd))
+    assert np.array_equal(core.z, z_before)
+    assert not core.advance(np.zeros(3))          # stays stopped until reset
+    core.reset()
+    assert core.diverged == '' and core.advance(np.zeros(3))
+
+
+def test_bounds_trip_the_guard(deluca):
+    core = PlantCore(deluca, 1e-3, 1, max_abs_velocity=0.5)
+    core.reset()
+    ok = all(core.advance(np.array([2.0, 2.0])) for _ in range(2000))
+    assert not ok and 'bounds' in core.diverged
+
+
+def test_auto_substeps_keep_rk4_stable(spatial):
+    n = auto_substeps(spatial, 1e-3, 'rk4')
+    assert n >= 3
+    core = PlantCore(spatial, 1e-3, 0)
+    core.reset()
+    assert core.substeps == n
+    assert all(core.advance(np.zeros(3)) for _ in range(500))
+    assert auto_substeps(spatial, 1e-3, 'midpoint') == 1
+
+
+def test_outputs_agree_with_model(deluca, spatial):
+    for m in (deluca, spatial):
+        out = ArmOutputs(m, 15)
+        rng = np.random.default_rng(1)
+        z = rng.normal(scale=0.01, size=m.n_coords)
+        zd = rng.normal(scale=0.1, size=m.n_coords)
+        R, p, v, w, pr = out.end_effector(z, zd)
+        R0, p0 = m.tip_pose(z)
+        assert np.allclose(R, R0) and np.allclose(p, p0)
+        # velocity by a finite difference along the motion
+        h = 1e-7
+        assert np.allclose(v, (m.tip_pose(z + h * zd)[1] - p0) / h, atol=1e-5)
+        zr = np.zeros_like(z)
+        zr[m.q_index] = z[m.q_index]
+        assert np.allclose(pr, m.tip_pose(zr)[1])
+        joints, lines, tip = out.geometry(z)
+        for j in range(m.n_joints):
+            assert np.allclose(lines[j][1:], m.centerline(z, j, 15))
+        assert np.allclose(tip, p0)
+        total_el = sum(out.link_values(info, z, zd)[4] for info in out.links)
+        assert total_el == pytest.approx(m.energies(z, zd)['elastic'])
+
+
+def test_quaternion():
+    from scipy.spatial.transform import Rotation
+    for q in Rotation.random(20, random_state=3).as_quat():
+        R = Rotation.from_quat(q).as_matrix()
+        got = quaternion_xyzw(R)
+        assert np.allclose(got, q if q[3] >= 0 else -q)
+
+
+def test_messages_from_arrays(deluca):
+    from flexarm_sim.plant import messages
+    out = ArmOutputs(deluca)
+    z = np.array([0.1, 0.01, 0.0, -0.2, 0.003, 0.0])
+    zd = np.zeros(6)
+    msg = messages.flex_state(out, z, zd, np.array([0.1, 0.2]), 7, 1_500_000_000, 'base_link')
+    assert msg.step == 7 and msg.header.stamp.sec == 1 and msg.header.stamp.nanosec == 500_000_000
+    assert list(msg.position) == [0.1, -0.2] and [ld.link_name for ld in msg.links] == ['shoulder_link', 'elbow_link']
+    assert msg.links[0].tip_deflection.y == pytest.approx(out.links[0].phi_tip[1] @ z[1:3])
+    assert msg.elastic_energy == pytest.approx(sum(ld.elastic_energy for ld in msg.links))
+    mk = messages.markers(out, z, [np.zeros(3), np.ones(3)], 0, 'base_link')
+    assert len(mk.markers) == 4 and len(mk.markers[0].points) == 21
+    js = messages.joint_state(['a', 'b'], z[[0, 3]], zd[[0, 3]], np.zeros(2), 5)
+    assert list(js.position) == [0.1, -0.2]
+    d = messages.diagnostics('x', 'y', 'warn', 'm', {'a': 1.5, 'b': 'c'}, 0)
+    assert d.status[0].values[0].value == '1.5'
