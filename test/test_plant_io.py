@@ -1,0 +1,142 @@
+"""System tests of the plant process over DDS: bad commands, watchdog, reset/pause, parameters."""
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plant_harness import Client, finite_state, start_plant, stop, write_params  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture
+def client_for(ros_env):
+    made = []
+
+    def make(plant):
+        c = Client(ros_env, plant)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
+
+
+def test_bad_commands_never_make_a_non_finite_state(spawn, tmp_path, client_for):
+    from std_msgs.msg import Float64MultiArray
+    plant = start_plant(spawn, tmp_path, arm='deluca_two_link', command_timeout=5.0,
+                        **{'publish_rates.diagnostics': 5.0})
+    c = client_for(plant)
+    c.wait_started()
+    pub = c.publisher(Float64MultiArray, '/effort_controller/commands')
+    pub.publish(Float64MultiArray(data=[0.1, -0.1]))
+    c.spin_until(lambda: list(c.states[-1].effort) == [0.1, -0.1], what='valid command applied')
+    bad = [[math.nan, 0.0], [0.0, math.inf], [-math.inf, 1.0], [1.0], [1.0, 2.0, 3.0], []]
+    for data in bad:
+        pub.publish(Float64MultiArray(data=data))
+    d = c.wait_diag(lambda d: int(d['commands_rejected']) >= len(bad), what='rejections counted')
+    assert 'non-finite' in d['last_reject_reason'] or 'expected' in d['last_reject_reason']
+    n0 = len(c.states)
+    c.spin_until(lambda: len(c.states) > n0 + 5)
+    assert list(c.states[-1].effort) == [0.1, -0.1]           # previous valid command kept
+    pub.publish(Float64MultiArray(data=[1e12, -1e12]))         # clamped to the arm's 2 N m
+    c.spin_until(lambda: list(c.states[-1].effort) == [2.0, -2.0], what='clamped command')
+    c.wait_diag(lambda d: int(d['commands_clamped']) >= 1)
+    c.spin_for(0.5)
+    assert all(finite_state(m) for m in c.states)
+    assert all(all(math.isfinite(x) for x in js.position + js.velocity + js.effort) for js in c.joint_states)
+    assert c.diag()['diverged'] == 'no'
+
+
+def test_watchdog_zeroes_torque_and_recovers(spawn, tmp_path, client_for):
+    from std_msgs.msg import Float64MultiArray
+    plant = start_plant(spawn, tmp_path, arm='slewing_beam', command_timeout=0.3,
+                        **{'publish_rates.diagnostics': 10.0})
+    c = client_for(plant)
+    c.wait_started()
+    pub = c.publisher(Float64MultiArray, '/effort_controller/commands')
+    pub.publish(Float64MultiArray(data=[0.05]))
+    c.spin_until(lambda: list(c.states[-1].effort) == [0.05], what='command applied')
+    c.wait_diag(lambda d: d['watchdog'] == 'ok')
+    # stop sending: zero torque after the timeout, reported
+    c.spin_until(lambda: list(c.states[-1].effort) == [0.0], what='watchdog zero torque')
+    d = c.wait_diag(lambda d: d['watchdog'] == 'timeout', what='watchdog timeout in diagnostics')
+    assert int(d['watchdog_timeouts']) == 1 and d['level'] == 1
+    # the zero torque came after at least the timeout of plant time since the last non-zero effort
+    last_on = max(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in c.states if m.effort[0] != 0)
+    first_off = min(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in c.states
+                    if m.effort[0] == 0 and m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec > last_on)
+    assert first_off - last_on < 5.0
+    pub.publish(Float64MultiArray(data=[-0.04]))                # recovers
+    c.spin_until(lambda: list(c.states[-1].effort) == [-0.04], what='recovered')
+    c.wait_diag(lambda d: d['watchdog'] == 'ok')
+
+
+def test_reset_pause_and_runtime_parameters(spawn, tmp_path, client_for):
+    from flexarm_msgs.srv import SetState
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    from std_srvs.srv import SetBool
+    plant = start_plant(spawn, tmp_path, arm='deluca_two_link', **{'initial.position': [0.3, -0.2],
+                                                                   'publish_rates.diagnostics': 10.0})
+    c = client_for(plant)
+    c.wait_started()
+    c.spin_until(lambda: c.states[-1].step > 200)
+    r = c.call(SetState, '/flexarm/reset', SetState.Request(to_initial=False, position=[0.5, 0.25],
+                                                            modal_position=[0.01, 0.0, 0.0, 0.0]))
+    assert r.success, r.message
+    n0 = len(c.states)
+    c.spin_until(lambda: len(c.states) > n0 + 2)
+    after = [m for m in c.states[n0:] if m.step < 50]
+    assert after, 'no state after the reset with a small step count'
+    assert after[0].position[0] == pytest.approx(0.5, abs=1e-3) and after[0].position[1] == pytest.approx(0.25, abs=1e-3)
+    bad = c.call(SetState, '/flexarm/reset', SetState.Request(position=[1.0, 2.0, 3.0]))
+    assert not bad.success and 'position' in bad.message
+    bad = c.call(SetState, '/flexarm/reset', SetState.Request(velocity=[math.nan, 0.0]))
+    assert not bad.success and 'non-finite' in bad.message
+    r = c.call(SetState, '/flexarm/reset', SetState.Request(to_initial=True))
+    assert r.success
+    n0 = len(c.states)
+    c.spin_until(lambda: len(c.states) > n0 + 2)
+    first = next(m for m in c.states[n0:] if m.step < 50)
+    assert first.position[0] == pytest.approx(0.3, abs=1e-3)
+    # pause: the step counter stops, resume: it moves again
+    assert c.call(SetBool, '/flexarm/pause', SetBool.Request(data=True)).success
+    c.wait_diag(lambda d: d['paused'] == 'True')
+    n0 = len(c.states)
+    c.spin_until(lambda: len(c.states) > n0 + 3)
+    steps = {m.step for m in c.states[-3:]}
+    assert len(steps) == 1
+    assert c.call(SetBool, '/flexarm/pause', SetBool.Request(data=False)).success
+    c.spin_until(lambda: c.states[-1].step > max(steps) + 10, what='resumed')
+    # run-time parameters are validated
+
+    def setp(name, value):
+        if isinstance(value, list):
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
+        res = c.call(SetParameters, '/plant/set_parameters',
+                     SetParameters.Request(parameters=[Parameter(name=name, value=pv)]))
+        return res.results[0]
+    r = setp('command_timeout', -1.0)
+    assert not r.successful and 'command_timeout' in r.reason
+    r = setp('effort_limits', [1.0])
+    assert not r.successful and 'effort_limits' in r.reason
+    r = setp('loop_rate', 10.0)
+    assert not r.successful and 'read-only' in r.reason
+    assert setp('effort_limits', [0.5, 0.5]).successful
+    assert setp('publish_rates.markers', 5.0).successful
+
+
+def test_invalid_parameter_file_fails_naming_the_parameter(spawn, tmp_path):
+    for params, name in (({'loop_rate': -5.0}, 'loop_rate'), ({'time_mode': 'warp'}, 'time_mode'),
+                         ({'initial.position': [0.1]}, 'initial.position'), ({'arm': 'no_such_arm'}, 'arm'),
+                         ({'publish_rate': {'state': 5.0}}, 'publish_rate.state')):
+        path = write_params(tmp_path, params, f'bad_{name}.yaml')
+        p = spawn(['-m', 'flexarm_sim.plant.node', '--ros-args', '--params-file', path])
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 2, err
+        assert f"'{name}'" in err, err
