@@ -5,7 +5,7 @@ Subcommands are registered by small modules (one job each); this file only dispa
 import argparse
 import sys
 
-from flexarm_bringup import modes_cmd
+from flexarm_bringup import modes_cmd, urdf_cmd
 
 
 def _add_demo(sub):
@@ -23,6 +23,7 @@ def build_parser():
     sub = parser.add_subparsers(dest='command', required=True)
     _add_demo(sub)
     modes_cmd.add_parser(sub)
+    urdf_cmd.add_parser(sub)
     return parser
 
 
