@@ -1,0 +1,82 @@
+"""Computed torque (inverse dynamics) control of the joints.
+
+    v   = qdd_d + K_v (qd_d - qd) + K_p (q_d - q),      K_p = w_n^2, K_v = 2 zeta w_n (per joint)
+    tau = J_qq(q) v + n(q, qd)                           (rigid model: deflections taken as zero)
+
+with n = -R_rigid(q, qd, 0) the velocity, gravity and friction terms of the rigid arm (Lee et al.).
+On a rigid arm the closed loop is e'' + K_v e' + K_p e = 0 for every joint.
+
+`include_deflection=True` inverts the joint rows of the flexible model at the measured z instead: with
+q'' = v imposed, the modal rows J_dq v + J_dd d'' = R_d give d'' and
+    tau = J_qq(z) v + J_qd(z) d'' - R_q(z, zd, 0)
+which cancels the measured elastic coupling on the joints (the links still vibrate: the modes are then the
+zero dynamics of the joint output, i.e. the clamped-joint modes).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import ControlLaw, as_vector, rigid_model_of
+
+
+class ComputedTorque(ControlLaw):
+    name = 'computed_torque'
+
+    def __init__(self, model, omega_n=None, zeta=1.0, include_deflection=False, **kw):
+        super().__init__(model, **kw)
+        if omega_n is None:
+            omega_n = self.default_bandwidth(model)
+        self.omega_n = as_vector(omega_n, self.n, 'omega_n', positive=True)
+        self.zeta = as_vector(zeta, self.n, 'zeta', positive=True)
+        self.include_deflection = bool(include_deflection)
+        self.rigid = rigid_model_of(model)
+        self._zero_tau = np.zeros(self.n)
+
+    @staticmethod
+    def default_bandwidth(model):
+        """Half of the first clamped-joint elastic frequency (the servo rule of eq. 2.27) in rad/s; for a rigid
+        arm 2 pi * 5 Hz."""
+        if model.n_coords == model.n_joints:
+            return 2 * np.pi * 5.0
+        from flexarm_sim.model import whole_arm_modes
+        f0 = whole_arm_modes(model, model.spec.nominal_configuration, free_joints=False).elastic_frequencies_hz[0]
+        return np.pi * f0
+
+    @property
+    def kp(self):
+        return self.omega_n ** 2
+
+    @property
+    def kv(self):
+        return 2.0 * self.zeta * self.omega_n
+
+    def gains(self):
+        return {'omega_n': self.omega_n.tolist(), 'zeta': self.zeta.tolist(),
+                'include_deflection': self.include_deflection}
+
+    def set_gains(self, omega_n=None, zeta=None, include_deflection=None):
+        w = self.omega_n if omega_n is None else as_vector(omega_n, self.n, 'omega_n', positive=True)
+        zt = self.zeta if zeta is None else as_vector(zeta, self.n, 'zeta', positive=True)
+        self.omega_n, self.zeta = w, zt
+        if include_deflection is not None:
+            self.include_deflection = bool(include_deflection)
+
+    def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
+        q, qd = z[self.qi], zd[self.qi]
+        v = qdd_d + self.kv * (qd_d - qd) + self.kp * (q_d - q)
+        if self.include_deflection and self.mi.size:
+            J = self.model.mass_matrix(z)
+            R = self.model.rhs(z, zd, self._zero_tau)
+            qi, mi = self.qi, self.mi
+            dd = np.linalg.solve(J[np.ix_(mi, mi)], R[mi] - J[np.ix_(mi, qi)] @ v)
+            return J[np.ix_(qi, qi)] @ v + J[np.ix_(qi, mi)] @ dd - R[qi]
+        J = self.rigid.mass_matrix(q)
+        return J @ v - self.rigid.rhs(q, qd, self._zero_tau)
+
+    def feedback_matrix(self, q):
+        N = self.model.n_coords
+        J = self.rigid.mass_matrix(np.asarray(q, float))
+        K = np.zeros((self.n, 2 * N))
+        K[:, self.qi] = J * self.kp[None, :]
+        K[:, N + self.qi] = J * self.kv[None, :]
+        return K

@@ -1,0 +1,226 @@
+"""Modal state feedback: LQR on joint and modal coordinates with integral action (LQI) and rigid feedforward.
+
+    tau = tau_ff(q_d, qd_d, qdd_d) - K [z - z_r ; zd - zd_r] - K_i xi,     xi' = q - q_d
+with z_r = (q_d, delta_eq) (delta_eq: static deflection at the linearization point — zero for a horizontal
+arm, the gravity sag otherwise), zd_r = (qd_d, 0), tau_ff the rigid-body inverse dynamics of the reference.
+
+The gain comes from the arm linearized at its static equilibrium at joint angles q_s (`linearize` about
+(q_s, delta_eq), torque tau_eq), augmented with the integral of the joint error, and
+  * discretized with a zero-order hold at the control period and solved with scipy's solve_discrete_are
+    (default: the law runs at a finite rate, and a spatial arm has modes near the Nyquist frequency), or
+  * solved with solve_continuous_are (`discrete=False`).
+Gain scheduling: q_s is the measured configuration rounded to a grid of `schedule_step` rad; a new gain is
+computed (and cached per grid cell) when the arm enters another cell.
+
+Weights (Bryson's rule on the tip: each output divided by its allowed excursion, each input by its allowed
+torque). Weighting the tip (not joints and modes separately) is what makes the LQR damp the vibration: with heavy
+joint weights the joints stiffen and the clamped-joint modes become nearly uncontrollable.
+  tip position (linearized, C_tip = d p_tip / dz)   C_tip^T C_tip / tip_max^2       (default 1 cm per m of reach)
+  tip velocity                                      C_tip^T C_tip / (tip_max w_1)^2  w_1 = 2 pi f_1, the first
+                                                                                   clamped-joint elastic mode
+  joint angle                                       1 / dq_max^2                     (default 0.1 rad)
+  modal coordinate k (regularisation)               0.1 (|phi_k(L)| / tip_max)^2     phi_k(L): tip displacement per
+                                                                                   unit delta_k of its own link
+  joint error integral                              1 / (dq_max T_i)^2               (default T_i = 1 s)
+  torque j                                          1 / (rho tau_max,j)^2            tau_max,j = effort limit, rho=0.5
+                                                                                   (half the limit for feedback)
+Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
+a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+
+from .base import ControlLaw, rigid_model_of
+
+
+def static_equilibrium(model, q, iterations=6):
+    """(z_eq, tau_eq): deflections in static equilibrium at joint angles q and the holding joint torques."""
+    from flexarm_sim.model import linearize
+    N = model.n_coords
+    qi, mi = np.asarray(model.q_index), np.asarray(model.mode_index)
+    z = np.zeros(N)
+    z[qi] = q
+    zero_v, zero_t = np.zeros(N), np.zeros(model.n_joints)
+    if mi.size:
+        r = model.rhs(z, zero_v, zero_t)[mi]
+        if np.max(np.abs(r)) > 0:
+            K = linearize(model, z).stiffness[np.ix_(mi, mi)]
+            for _ in range(iterations):
+                z[mi] += np.linalg.solve(K, r)
+                r = model.rhs(z, zero_v, zero_t)[mi]
+                if np.max(np.abs(r)) < 1e-12 * (1 + np.max(np.abs(np.diag(K)))):
+                    break
+    tau = -model.rhs(z, zero_v, zero_t)[qi]
+    return z, tau
+
+
+def tip_jacobian(model, z, eps=1e-6):
+    """(3, N) derivative of the deformed tip position with respect to z (central differences)."""
+    N = model.n_coords
+    C = np.zeros((3, N))
+    for k in range(N):
+        e = np.zeros(N)
+        e[k] = eps
+        C[:, k] = (model.tip_pose(z + e)[1] - model.tip_pose(z - e)[1]) / (2 * eps)
+    return C
+
+
+def _zoh(A, B, dt):
+    n, m = B.shape
+    M = np.zeros((n + m, n + m))
+    M[:n, :n], M[:n, n:] = A, B
+    E = scipy.linalg.expm(M * dt)
+    return E[:n, :n], E[:n, n:]
+
+
+class ModalLQR(ControlLaw):
+    name = 'modal'
+
+    def __init__(self, model, dq_max=0.1, tip_max=None, rho=0.5, integral_time=1.0, integral=True,
+                 feedforward=True, discrete=True, schedule_step=0.1, **kw):
+        super().__init__(model, **kw)
+        self.rigid = rigid_model_of(model)
+        reach = sum(js.link.length for js in model.spec.joints)
+        self._params = {}
+        self._validate_set(dict(dq_max=dq_max, tip_max=0.01 * reach if tip_max is None else tip_max, rho=rho,
+                                integral_time=integral_time, schedule_step=schedule_step))
+        self.integral = bool(integral)
+        self.feedforward = bool(feedforward)
+        self.discrete = bool(discrete)
+        self.xi = np.zeros(self.n)
+        self._cache = {}
+        self._active_key = None
+        from flexarm_sim.model import whole_arm_modes
+        if self.mi.size:
+            f1 = whole_arm_modes(model, model.spec.nominal_configuration, free_joints=False).elastic_frequencies_hz[0]
+        else:
+            f1 = 5.0
+        self.w1 = 2 * math.pi * f1
+        self.n_designs = 0
+
+    # ------------------------------------------------------------------ gains
+    def _validate_set(self, p):
+        for k, v in p.items():
+            v = float(v)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f'{k} must be finite and > 0')
+        self._params.update({k: float(v) for k, v in p.items()})
+        self._cache = {}
+        self._active_key = None
+
+    def gains(self):
+        return dict(self._params, integral=self.integral, feedforward=self.feedforward, discrete=self.discrete)
+
+    def set_gains(self, integral=None, feedforward=None, discrete=None, **p):
+        unknown = set(p) - {'dq_max', 'tip_max', 'rho', 'integral_time', 'schedule_step'}
+        if unknown:
+            raise ValueError(f'unknown modal gains {sorted(unknown)}')
+        if p or discrete is not None:
+            self._validate_set(p)
+        if integral is not None:
+            self.integral = bool(integral)
+            if not self.integral:
+                self.xi[:] = 0
+        if feedforward is not None:
+            self.feedforward = bool(feedforward)
+        if discrete is not None:
+            self.discrete = bool(discrete)
+
+    def weights(self, z_eq=None):
+        """(Q, R) of the augmented state (dz, dzd, xi) per Bryson's rule on the tip (module docstring)."""
+        p, m = self._params, self.model
+        N, n = m.n_coords, self.n
+        z = np.zeros(N) if z_eq is None else z_eq
+        C = tip_jacobian(m, z)
+        Q = np.zeros((2 * N + n, 2 * N + n))
+        Q[:N, :N] = C.T @ C / p['tip_max'] ** 2
+        Q[N:2 * N, N:2 * N] = C.T @ C / (p['tip_max'] * self.w1) ** 2
+        Q[self.qi, self.qi] += 1.0 / p['dq_max'] ** 2
+        phi = m.data.phi_tip
+        for j in range(n):
+            for k in range(m.link_modes[j].n_modes):
+                idx = m.q_index[j] + 1 + k
+                Q[idx, idx] += 0.1 * (float(np.linalg.norm(phi[j, :, k])) / p['tip_max']) ** 2
+        if self.integral:
+            Q[2 * N:, 2 * N:] = np.eye(n) / (p['dq_max'] * p['integral_time']) ** 2
+        tmax = np.where(np.isfinite(self.effort_limit), self.effort_limit, 1.0)
+        R = np.diag(1.0 / (p['rho'] * tmax) ** 2)
+        return Q, R
+
+    def design(self, q):
+        """(K (n, 2N), K_i (n, n), z_eq, tau_eq) for the configuration q."""
+        from flexarm_sim.model import linearize
+        z_eq, tau_eq = static_equilibrium(self.model, q)
+        A, B = linearize(self.model, z_eq, tau_eq).state_space()
+        N, n = self.model.n_coords, self.n
+        Q, R = self.weights(z_eq)
+        if self.integral:
+            C = np.zeros((n, 2 * N))
+            C[np.arange(n), self.qi] = 1.0
+            A = np.block([[A, np.zeros((2 * N, n))], [C, np.zeros((n, n))]])
+            B = np.vstack([B, np.zeros((n, n))])
+        else:
+            Q = Q[:2 * N, :2 * N]
+        if self.discrete:
+            Ad, Bd = _zoh(A, B, self.dt)
+            P = scipy.linalg.solve_discrete_are(Ad, Bd, Q, R)
+            K = np.linalg.solve(R + Bd.T @ P @ Bd, Bd.T @ P @ Ad)
+        else:
+            P = scipy.linalg.solve_continuous_are(A, B, Q, R)
+            K = np.linalg.solve(R, B.T @ P)
+        self.n_designs += 1
+        Ki = K[:, 2 * N:] if self.integral else np.zeros((n, n))
+        return K[:, :2 * N].copy(), Ki.copy(), z_eq, tau_eq
+
+    def _gain_for(self, q):
+        step = self._params['schedule_step']
+        key = tuple(np.round(np.asarray(q) / step).astype(int))
+        g = self._cache.get(key)
+        if g is None:
+            g = self.design(np.array(key, dtype=float) * step)
+            self._cache[key] = g
+        self._active_key = key
+        return g
+
+    def feedback_matrix(self, q):
+        return self.design(np.asarray(q, float))[0]
+
+    def reset(self):
+        super().reset()
+        self.xi[:] = 0.0
+
+    # ------------------------------------------------------------------ law
+    def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
+        K, Ki, z_eq, tau_eq = self._gain_for(z[self.qi])
+        N = self.model.n_coords
+        dz = z - z_eq
+        dz[self.qi] = z[self.qi] - q_d
+        dzd = zd.copy()
+        dzd[self.qi] -= qd_d
+        e = z[self.qi] - q_d
+        self._e = e
+        self._xi_prev = self.xi.copy()
+        if self.integral and not (np.any(qd_d != 0) or np.any(qdd_d != 0)):
+            self.xi = self.xi + self._elapsed(t) * e
+        tau = -K @ np.concatenate([dz, dzd]) - Ki @ self.xi
+        if self.feedforward:
+            tau = tau + self.rigid.inverse_dynamics(q_d, qd_d, qdd_d)
+        else:
+            tau = tau + tau_eq
+        return tau
+
+    def _after_saturation(self, tau, sat):
+        """Anti-windup: undo this step's integration on joints whose torque was clipped when the integral
+        term pushed further into the limit."""
+        if not self.integral:
+            return
+        Ki = self._cache[self._active_key][1]
+        clipped = sat != tau
+        if np.any(clipped):
+            push = -(Ki @ (self.xi - self._xi_prev))   # torque change due to this step's integration
+            if np.any(clipped & (push * (tau - sat) > 0)):
+                self.xi = self._xi_prev                 # conditional integration: freeze the integrator

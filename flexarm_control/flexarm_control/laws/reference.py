@@ -1,0 +1,321 @@
+"""Joint references: every reference answers `sample(t) -> (q_d, qd_d, qdd_d)` (arrays, one per joint).
+
+* `cycloidal`, `quintic`: scalar point-to-point profiles s(tau), tau in [0, 1] (position, velocity, acceleration
+  of the normalised move). The cycloid is Naganathan's profile (case 1: 60 deg in 2.5 s):
+  theta = Theta (tau - sin(2 pi tau) / 2 pi), omega_max = 2 Theta / T, alpha_max = 2 pi Theta / T^2.
+* `PointToPoint`: a move q0 -> q1 starting at t0 lasting T with one of those profiles; holds q0 before and q1 after.
+  When the move starts from a moving reference state (preemption) it becomes a quintic Hermite segment
+  matching that state's position, velocity and acceleration.
+* `TrajectoryReference`: JointTrajectory-like interpolation. Points with times (time_from_start), positions and
+  optionally velocities/accelerations. The start state (the current reference state) is prepended at t0.
+  Segments are quintic Hermite when every point has accelerations, otherwise cubic Hermite; velocities missing
+  in the message are estimated (mean of the adjacent slopes when they have the same sign, else 0; 0 at the last
+  point), so the reference is always C1. After the last point it holds the last position with zero rate.
+* `Hold`: constant position.
+* `ReferenceManager`: the active reference; a new trajectory preempts the old one starting from the old
+  reference's state at the preemption time (no jump in q_d, qd_d).
+* `BangBang`: open-loop torque test, +A for the first half of T, -A for the second half, then 0.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- scalar profiles
+def cycloidal(tau):
+    """(s, s', s'') of the cycloid on tau in [0, 1] (derivatives w.r.t. tau); clamped outside."""
+    tau = min(max(float(tau), 0.0), 1.0)
+    w = 2.0 * math.pi
+    return tau - math.sin(w * tau) / w, 1.0 - math.cos(w * tau), w * math.sin(w * tau)
+
+
+def quintic(tau):
+    """(s, s', s'') of the rest-to-rest quintic 10 tau^3 - 15 tau^4 + 6 tau^5."""
+    tau = min(max(float(tau), 0.0), 1.0)
+    t2, t3 = tau * tau, tau * tau * tau
+    return (10 * t3 - 15 * t3 * tau + 6 * t3 * t2, 30 * t2 - 60 * t3 + 30 * t2 * t2,
+            60 * tau - 180 * t2 + 120 * t3)
+
+
+PROFILES = {'cycloidal': cycloidal, 'quintic': quintic}
+
+
+def _hermite5(p0, v0, a0, p1, v1, a1, h, s):
+    """Quintic Hermite on a segment of length h at local time s (vectorised over joints)."""
+    if h <= 0:
+        return p1.copy(), v1.copy(), a1.copy()
+    u = min(max(s / h, 0.0), 1.0)
+    # coefficients in u of p(u) with derivatives scaled by h
+    V0, V1, A0, A1 = v0 * h, v1 * h, a0 * h * h, a1 * h * h
+    c0, c1, c2 = p0, V0, 0.5 * A0
+    d = p1 - p0 - V0 - 0.5 * A0
+    e = V1 - V0 - A0
+    f = A1 - A0
+    c3 = 10 * d - 4 * e + 0.5 * f
+    c4 = -15 * d + 7 * e - f
+    c5 = 6 * d - 3 * e + 0.5 * f
+    p = c0 + u * (c1 + u * (c2 + u * (c3 + u * (c4 + u * c5))))
+    dp = c1 + u * (2 * c2 + u * (3 * c3 + u * (4 * c4 + u * 5 * c5)))
+    ddp = 2 * c2 + u * (6 * c3 + u * (12 * c4 + u * 20 * c5))
+    return p, dp / h, ddp / (h * h)
+
+
+def _hermite3(p0, v0, p1, v1, h, s):
+    if h <= 0:
+        return p1.copy(), v1.copy(), np.zeros_like(p1)
+    u = min(max(s / h, 0.0), 1.0)
+    V0, V1 = v0 * h, v1 * h
+    c2 = 3 * (p1 - p0) - 2 * V0 - V1
+    c3 = -2 * (p1 - p0) + V0 + V1
+    p = p0 + u * (V0 + u * (c2 + u * c3))
+    dp = V0 + u * (2 * c2 + u * 3 * c3)
+    ddp = 2 * c2 + u * 6 * c3
+    return p, dp / h, ddp / (h * h)
+
+
+class Reference:
+    """Base: subclasses implement sample(t)."""
+
+    n_joints = 0
+    end_time = 0.0
+
+    def sample(self, t):
+        raise NotImplementedError
+
+    def __call__(self, t):
+        return self.sample(t)
+
+
+class Hold(Reference):
+    def __init__(self, q):
+        self.q = np.array(q, dtype=float)
+        self.n_joints = self.q.size
+        self.end_time = -math.inf
+
+    def sample(self, t):
+        z = np.zeros_like(self.q)
+        return self.q.copy(), z, z.copy()
+
+
+class PointToPoint(Reference):
+    """Move q0 -> q1 in T seconds from t0 with a rest-to-rest profile ('cycloidal' | 'quintic').
+
+    start_velocity / start_acceleration (preemption from a moving reference): the move becomes a quintic
+    Hermite segment from (q0, v0, a0) to (q1, 0, 0)."""
+
+    def __init__(self, q0, q1, T, t0=0.0, profile='cycloidal', start_velocity=None, start_acceleration=None):
+        if profile not in PROFILES:
+            raise ValueError(f'unknown profile {profile!r}; choose one of {sorted(PROFILES)}')
+        if not (T > 0 and math.isfinite(T)):
+            raise ValueError('move duration T must be positive and finite')
+        self.q0, self.q1 = np.array(q0, dtype=float), np.array(q1, dtype=float)
+        if self.q0.shape != self.q1.shape:
+            raise ValueError('q0 and q1 must have the same length')
+        self.T, self.t0, self.profile = float(T), float(t0), profile
+        self.n_joints = self.q0.size
+        self.end_time = self.t0 + self.T
+        z = np.zeros_like(self.q0)
+        self.v0 = z if start_velocity is None else np.array(start_velocity, dtype=float)
+        self.a0 = z if start_acceleration is None else np.array(start_acceleration, dtype=float)
+        self._hermite = bool(np.any(self.v0 != 0) or np.any(self.a0 != 0))
+        self._f = PROFILES[profile]
+
+    def sample(self, t):
+        s = t - self.t0
+        if self._hermite:
+            z = np.zeros_like(self.q0)
+            if s <= 0:
+                return self.q0.copy(), self.v0.copy(), self.a0.copy()
+            return _hermite5(self.q0, self.v0, self.a0, self.q1, z, z, self.T, s)
+        d = self.q1 - self.q0
+        if s <= 0:
+            return self.q0.copy(), np.zeros_like(d), np.zeros_like(d)
+        if s >= self.T:
+            return self.q1.copy(), np.zeros_like(d), np.zeros_like(d)
+        p, v, a = self._f(s / self.T)
+        return self.q0 + d * p, d * (v / self.T), d * (a / (self.T * self.T))
+
+
+class TrajectoryReference(Reference):
+    """Interpolates trajectory points (times relative to t0) starting from a given reference state at t0."""
+
+    def __init__(self, times, positions, velocities=None, accelerations=None, t0=0.0, start=None):
+        times = np.asarray(times, dtype=float).ravel()
+        P = np.atleast_2d(np.asarray(positions, dtype=float))
+        if P.shape[0] != times.size:
+            raise ValueError('one position vector per point required')
+        if times.size == 0:
+            raise ValueError('empty trajectory')
+        if not (np.all(np.isfinite(times)) and np.all(np.isfinite(P))):
+            raise ValueError('non-finite trajectory')
+        if np.any(np.diff(times) <= 0) or times[0] < 0:
+            raise ValueError('time_from_start must be non-negative and strictly increasing')
+        n = P.shape[1]
+        V = None if velocities is None else np.atleast_2d(np.asarray(velocities, dtype=float))
+        A = None if accelerations is None else np.atleast_2d(np.asarray(accelerations, dtype=float))
+        for X, name in ((V, 'velocities'), (A, 'accelerations')):
+            if X is not None and (X.shape != P.shape or not np.all(np.isfinite(X))):
+                raise ValueError(f'{name} must be finite with the shape of positions')
+        if start is not None:
+            q_s, v_s, a_s = (np.asarray(x, dtype=float) for x in start)
+            if q_s.size != n:
+                raise ValueError('start state has the wrong number of joints')
+            if times[0] > 0:
+                times = np.concatenate([[0.0], times])
+                P = np.vstack([q_s, P])
+                V = None if V is None else np.vstack([v_s, V])
+                A = None if A is None else np.vstack([a_s, A])
+                self._start_given = True
+            else:
+                self._start_given = False
+        else:
+            self._start_given = False
+        if V is None:
+            V = self._estimate_velocities(times, P)
+            if self._start_given:
+                V[0] = v_s
+        self.quintic_segments = A is not None
+        self.times, self.P, self.V = times, P, V
+        self.A = A if A is not None else np.zeros_like(P)
+        self.t0 = float(t0)
+        self.n_joints = n
+        self.end_time = self.t0 + times[-1]
+
+    @staticmethod
+    def _estimate_velocities(times, P):
+        V = np.zeros_like(P)
+        if len(times) > 2:
+            slopes = np.diff(P, axis=0) / np.diff(times)[:, None]
+            left, right = slopes[:-1], slopes[1:]
+            same = np.sign(left) == np.sign(right)
+            V[1:-1] = np.where(same, 0.5 * (left + right), 0.0)
+        return V
+
+    def sample(self, t):
+        s = t - self.t0
+        tm = self.times
+        if s <= tm[0]:
+            return self.P[0].copy(), (self.V[0] if self._start_given else 0 * self.V[0]).copy(), \
+                (self.A[0] if self._start_given else 0 * self.A[0]).copy()
+        if s >= tm[-1]:
+            z = np.zeros(self.n_joints)
+            return self.P[-1].copy(), z, z.copy()
+        k = int(np.searchsorted(tm, s, side='right')) - 1
+        h = tm[k + 1] - tm[k]
+        if self.quintic_segments:
+            return _hermite5(self.P[k], self.V[k], self.A[k], self.P[k + 1], self.V[k + 1], self.A[k + 1], h,
+                             s - tm[k])
+        return _hermite3(self.P[k], self.V[k], self.P[k + 1], self.V[k + 1], h, s - tm[k])
+
+
+def trajectory_from_msg(msg, joint_names, t0, start):
+    """TrajectoryReference from a trajectory_msgs/JointTrajectory (joints reordered to joint_names).
+
+    Joints not named in the message keep their start position. Raises ValueError on malformed messages."""
+    names = list(msg.joint_names) if len(msg.joint_names) else list(joint_names)
+    if len(set(names)) != len(names) or any(nm not in joint_names for nm in names):
+        raise ValueError(f'trajectory joints {names} not a subset of {list(joint_names)}')
+    if not msg.points:
+        raise ValueError('trajectory has no points')
+    cols = [joint_names.index(nm) for nm in names]
+    n, k = len(joint_names), len(msg.points)
+    q_s = np.asarray(start[0], dtype=float)
+    times = np.zeros(k)
+    P = np.tile(q_s, (k, 1))
+    V = np.zeros((k, n))
+    A = np.zeros((k, n))
+    have_v = have_a = True
+    for i, pt in enumerate(msg.points):
+        times[i] = pt.time_from_start.sec + 1e-9 * pt.time_from_start.nanosec
+        if len(pt.positions) != len(names):
+            raise ValueError('every point needs one position per joint')
+        P[i, cols] = pt.positions
+        if len(pt.velocities) == len(names):
+            V[i, cols] = pt.velocities
+        else:
+            have_v = False
+        if len(pt.accelerations) == len(names):
+            A[i, cols] = pt.accelerations
+        else:
+            have_a = False
+    return TrajectoryReference(times, P, V if have_v else None, A if (have_a and have_v) else None, t0=t0,
+                               start=start)
+
+
+class ReferenceManager(Reference):
+    """The active reference; `preempt` / `move_to` switch smoothly from the current reference state.
+
+    The manager keeps the recent history of (switch time, reference) so that sampling a past time (as a
+    shaper in front of it does) still returns what was commanded then: no jump in a shaped reference at a
+    preemption either."""
+
+    HISTORY = 16
+
+    def __init__(self, reference: Reference | None = None):
+        self._segments = [] if reference is None else [(-math.inf, reference)]
+
+    @property
+    def active(self):
+        return self._segments[-1][1] if self._segments else None
+
+    @property
+    def n_joints(self):
+        return self.active.n_joints if self._segments else 0
+
+    @property
+    def end_time(self):
+        return self.active.end_time if self._segments else -math.inf
+
+    def sample(self, t):
+        if not self._segments:
+            raise RuntimeError('no reference set')
+        for t_switch, ref in reversed(self._segments):
+            if t >= t_switch:
+                return ref.sample(t)
+        return self._segments[0][1].sample(t)
+
+    def set(self, reference: Reference, t_now=-math.inf):
+        self._segments.append((t_now, reference))
+        del self._segments[:-self.HISTORY]
+
+    def hold(self, q, t_now=-math.inf):
+        self.set(Hold(q), t_now)
+
+    def move_to(self, q1, T, t_now, profile='cycloidal'):
+        """Point-to-point move from the current reference state, starting now."""
+        q0, v0, a0 = self.sample(t_now)
+        self.set(PointToPoint(q0, q1, T, t_now, profile, v0, a0), t_now)
+        return self.active
+
+    def preempt(self, times, positions, velocities=None, accelerations=None, t_now=0.0):
+        start = self.sample(t_now)
+        self.set(TrajectoryReference(times, positions, velocities, accelerations, t0=t_now, start=start), t_now)
+        return self.active
+
+    def preempt_msg(self, msg, joint_names, t_now):
+        start = self.sample(t_now)
+        self.set(trajectory_from_msg(msg, joint_names, t_now, start), t_now)
+        return self.active
+
+
+class BangBang:
+    """Open-loop torque test: tau = +A on [t0, t0 + T/2), -A on [t0 + T/2, t0 + T), 0 otherwise.
+
+    Callable as a torque law (t, z, zd) -> tau (usable with `simulate`)."""
+
+    def __init__(self, amplitude, T, t0=0.0):
+        self.amplitude = np.array(amplitude, dtype=float)
+        self.T, self.t0 = float(T), float(t0)
+
+    def torque(self, t):
+        s = t - self.t0
+        if 0.0 <= s < 0.5 * self.T:
+            return self.amplitude.copy()
+        if 0.5 * self.T <= s < self.T:
+            return -self.amplitude
+        return np.zeros_like(self.amplitude)
+
+    def __call__(self, t, z=None, zd=None):
+        return self.torque(t)
