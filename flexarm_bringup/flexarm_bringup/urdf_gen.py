@@ -22,7 +22,7 @@ rigid pieces: ``<joint>_link`` ([0, h/2], the link frame L_j itself), ``<joint>_
 [(s-1/2)h, (s+1/2)h]) and ``<joint>_seg<K>`` ([l - h/2, l]); joints of one cell about several axes are
 chained through massless ``<joint>_flex<s>_<a>_frame`` links. Virtual joints are ``continuous``
 (revolute without limits): the model, not a stop, bounds the deflection. Rigid links (no modes) are one
-piece. For Timoshenko/FE modes the section rotation differs from the centre-line slope by the shear
+piece; K = 0 makes every link rigid (real joints only). For Timoshenko/FE modes the section rotation differs from the centre-line slope by the shear
 angle; the chain then follows the section rotations (small difference for slender links).
 
 Other frames: ``base_link`` (the arm base frame, the plant's default frame id), real joints
@@ -139,8 +139,8 @@ class FlexJointMap:
 
     def __init__(self, arm, segments=8):
         model = load(arm)
-        if int(segments) < 1:
-            raise ValueError('segments must be >= 1')
+        if int(segments) < 0:
+            raise ValueError('segments must be >= 0 (0: rigid links, no virtual joints)')
         self.model = model
         self.segments = K = int(segments)
         spec = model.spec
@@ -150,7 +150,7 @@ class FlexJointMap:
         self.matrices = []           # per joint: (n_virtual_j, m_j) matrix or None
         for js, lm in zip(spec.joints, model.link_modes):
             m = lm.n_modes
-            planes = [p for p in AXIS_ORDER if m and p in tuple(lm.planes)] if m and js.link.length > 0 else []
+            planes = [p for p in AXIS_ORDER if p in tuple(lm.planes)] if m and K and js.link.length > 0 else []
             self.link_axes.append(planes)
             if not planes:
                 self.matrices.append(None)
@@ -371,7 +371,8 @@ def generate_urdf(arm, segments=8, radius=0.01, name=None, base_frame='base_link
 # ------------------------------------------------------------------------------ CLI
 def add_arguments(p):
     p.add_argument('arm', help='arm description YAML (path, or name of a file in config/arms)')
-    p.add_argument('-K', '--segments', type=int, default=8, help='rigid cells per flexible link (default 8)')
+    p.add_argument('-K', '--segments', type=int, default=8, help='rigid cells per flexible link (default 8; 0 = rigid links, '
+                   'only the real joints, e.g. for hardware without a modal state)')
     p.add_argument('-o', '--output', metavar='URDF', help='write here (default: standard output)')
     p.add_argument('--radius', type=float, default=0.01, help='link radius of the visual cylinders, m')
     p.add_argument('--name', help='robot name (default: the arm name)')
@@ -379,8 +380,8 @@ def add_arguments(p):
 
 def run(args):
     from flexarm_sim.model import ArmSpecError
-    if args.segments < 1:
-        print('flexarm urdf: -K must be >= 1', file=sys.stderr)
+    if args.segments < 0:
+        print('flexarm urdf: -K must be >= 0', file=sys.stderr)
         return 2
     try:
         text = generate_urdf(args.arm, args.segments, radius=args.radius, name=args.name)

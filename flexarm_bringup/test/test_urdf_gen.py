@@ -81,7 +81,7 @@ def second_order_floor(model, z):
 
 # ------------------------------------------------------------------------------ structure
 @pytest.mark.parametrize('arm,K', [('deluca_two_link', 8), ('spatial_3r', 4), ('slewing_beam', 3),
-                                   ('rigid_puma3', 5)])
+                                   ('rigid_puma3', 5), ('deluca_two_link', 0)])
 def test_valid_urdf_tree_and_counts(arm, K):
     model = load(arm)
     text = generate_urdf(model, K)
@@ -92,6 +92,8 @@ def test_valid_urdf_tree_and_counts(arm, K):
     # counts: real + K virtual per axis + one fixed tip joint per link
     assert len(robot.joints) == spec.n_joints + K * sum(n_axes) + spec.n_joints
     pieces = sum((K + 1) if n else 1 for n in n_axes)
+    if K == 0:
+        assert sum(n_axes) == 0 and fmap.joint_names == list(spec.joint_names)
     frames = sum(K * (n - 1) for n in n_axes if n)
     assert len(robot.links) == 1 + pieces + frames + spec.n_joints
     # a tree with root base_link; a single chain reaches the last tip through every movable joint
