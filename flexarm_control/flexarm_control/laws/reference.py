@@ -10,7 +10,8 @@
   optionally velocities/accelerations. The start state (the current reference state) is prepended at t0.
   Segments are quintic Hermite when every point has accelerations, otherwise cubic Hermite; velocities missing
   in the message are estimated (mean of the adjacent slopes when they have the same sign, else 0; 0 at the last
-  point), so the reference is always C1. After the last point it holds the last position with zero rate.
+  point), so the reference is always C1; the first segment (from the start state) is always quintic, so a
+  preemption is continuous in position, velocity and acceleration. After the last point it holds the last position with zero rate.
 * `Hold`: constant position.
 * `ReferenceManager`: the active reference; a new trajectory preempts the old one starting from the old
   reference's state at the preemption time (no jump in q_d, qd_d).
@@ -179,6 +180,8 @@ class TrajectoryReference(Reference):
         self.quintic_segments = A is not None
         self.times, self.P, self.V = times, P, V
         self.A = A if A is not None else np.zeros_like(P)
+        if self._start_given:
+            self.A[0] = a_s      # first segment: quintic from the full start state (C2 at a preemption)
         self.t0 = float(t0)
         self.n_joints = n
         self.end_time = self.t0 + times[-1]
@@ -204,7 +207,7 @@ class TrajectoryReference(Reference):
             return self.P[-1].copy(), z, z.copy()
         k = int(np.searchsorted(tm, s, side='right')) - 1
         h = tm[k + 1] - tm[k]
-        if self.quintic_segments:
+        if self.quintic_segments or (k == 0 and self._start_given):
             return _hermite5(self.P[k], self.V[k], self.A[k], self.P[k + 1], self.V[k + 1], self.A[k + 1], h,
                              s - tm[k])
         return _hermite3(self.P[k], self.V[k], self.P[k + 1], self.V[k + 1], h, s - tm[k])

@@ -1,0 +1,162 @@
+"""Control laws in closed loop with the model (in-process simulation, model + simulate)."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+from flexarm_control.laws import (ComputedTorque, ModalLQR, PDServo, PointToPoint, ServoCompliantActuator,
+                                  make_shaper, model_modes, naganathan_gains, reflected_inertia,
+                                  static_equilibrium)
+from flexarm_sim.model import load_model, rigid_limit, simulate, whole_arm_modes
+
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+
+
+@pytest.fixture(scope='module')
+def deluca():
+    return load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+
+
+@pytest.fixture(scope='module')
+def spatial():
+    return load_model(os.path.join(ARMS, 'spatial_3r.yaml'))
+
+
+def _track(model, law, q1, T=2.5, hold=1.0, dt=1e-3, substeps=1):
+    q0 = np.zeros(model.n_joints)
+    law.set_reference(PointToPoint(q0, q1, T))
+    r = simulate(model, T + hold, dt, torque=law, substeps=substeps, record_energy=False)
+    ref = np.array([law.reference.sample(t)[0] for t in r.t])
+    return r, np.sqrt(np.mean((r.q - ref) ** 2))
+
+
+@pytest.mark.parametrize('arm', ['deluca', 'spatial'])
+def test_computed_torque_tracks_cycloid_on_rigid_arm(arm, deluca, spatial):
+    model = load_model(rigid_limit((deluca if arm == 'deluca' else spatial).spec))
+    law = ComputedTorque(model, omega_n=2 * math.pi * 5.0, zeta=1.0)
+    r, rms = _track(model, law, np.full(model.n_joints, math.pi / 3))
+    assert rms <= 1e-3
+    assert law.n_faults == 0
+    if arm == 'spatial':
+        assert np.max(np.abs(r.tau[:, 1])) > 100.0     # gravity is really compensated (shoulder)
+
+
+def test_naganathan_gain_rules(deluca):
+    q1 = np.full(2, math.pi / 3)
+    kp, kv, info = naganathan_gains(deluca, task=[np.zeros(2), q1])
+    f0 = whole_arm_modes(deluca, [0.0, 0.0], free_joints=False).elastic_frequencies_hz[0]
+    J0 = reflected_inertia(deluca, [0.0, 0.0])
+    assert info['f0_hz'] == pytest.approx(f0)
+    assert np.allclose(kp, math.pi ** 2 * f0 ** 2 * J0)                     # eq. 2.27
+    Jmax = np.maximum(J0, reflected_inertia(deluca, q1))
+    assert np.allclose(kv, 2 * np.sqrt(Jmax * kp))                           # eq. 2.28
+    assert np.allclose(info['servo_hz'], f0 / 2)                             # servo at half the structure
+
+
+def _pd_same_joint1_bandwidth(model):
+    """PD + rigid feedforward: shoulder servo at 2 Hz (critically damped at its inertia), elbow by the thesis
+    rule (its velocity gain is bounded by the 1 kHz sampling: the elbow's effective inertia with the links free
+    is only 2.3e-4 kg m^2)."""
+    kp0, kv0, _ = naganathan_gains(model)
+    J = reflected_inertia(model, np.zeros(model.n_joints))
+    w = 2 * math.pi * 2.0
+    kp, kv = w * w * J, 2 * w * J
+    kp[1], kv[1] = kp0[1], kv0[1]
+    return kp, kv
+
+
+def _residual(model, law, q1, T, t_total):
+    q0 = np.zeros(model.n_joints)
+    law.set_reference(PointToPoint(q0, q1, T))
+    r = simulate(model, t_total, 1e-3, torque=law, record_energy=False)
+    z_eq, _ = static_equilibrium(model, q1)
+    tip_ss = model.tip_pose(z_eq)[1]
+    t_end = T + (law.shaper.duration if law.shaper is not None else 0.0)
+    dev = np.linalg.norm(r.tip - tip_ss, axis=1)
+    return np.max(dev[r.t >= t_end]), r
+
+
+def test_modal_feedback_and_input_shaping_cut_residual_vibration(deluca):
+    """Residual tip vibration after the (shaped) reference has ended, 0.2 rad cycloid of both joints in 2.5 s."""
+    q1, T, t_total = np.full(2, 0.2), 2.5, 5.5
+    kp, kv = _pd_same_joint1_bandwidth(deluca)
+    res_pd, r_pd = _residual(deluca, PDServo(deluca, kp, kv), q1, T, t_total)
+    res_lqr, _ = _residual(deluca, ModalLQR(deluca), q1, T, t_total)
+    pd = PDServo(deluca, kp, kv)
+    f, zeta = model_modes(deluca, q1, 'closed_loop', K=pd.feedback_matrix(q1))
+    sel = zeta < 0.6
+    pd.set_shaper(make_shaper('zv', f[sel][:2], zeta[sel][:2]))
+    res_zv, _ = _residual(deluca, pd, q1, T, t_total)
+    assert res_pd > 0.02
+    assert res_lqr * 5 <= res_pd
+    assert res_zv * 5 <= res_pd
+
+
+def test_servo_compliance_plant_side(deluca):
+    """Plant-side servo (evaluated every integration step, 5 kHz): the joint deviation from the command is the
+    servo compliance and shrinks with the servo stiffness; the stiff servo is stable at this rate."""
+    q1, T = np.full(2, 0.3), 2.5
+    kp, kv, _ = naganathan_gains(deluca)
+    joint_err = []
+    for scale in (1.0, 16.0):
+        act = ServoCompliantActuator(deluca, kp * scale, kv * math.sqrt(scale), dt=2e-4)
+        act.set_reference(PointToPoint(np.zeros(2), q1, T))
+        r = simulate(deluca, T + 1.0, 2e-4, torque=act, record_energy=False)
+        ref = np.array([act.reference.sample(t)[0] for t in r.t[::10]])
+        joint_err.append(np.max(np.abs(r.q[::10] - ref)))
+        assert act.n_faults == 0
+    assert joint_err[1] < 0.6 * joint_err[0]     # measured 0.033 vs 0.061 rad
+
+
+def test_non_finite_inputs_give_zero_torque(deluca):
+    for law in (PDServo(deluca), ComputedTorque(deluca), ModalLQR(deluca)):
+        law.set_reference(PointToPoint([0, 0], [1, 1], 1.0))
+        z, zd = np.zeros(6), np.zeros(6)
+        assert np.all(np.isfinite(law(0.1, z, zd)))
+        z[1] = np.nan
+        tau = law(0.2, z, zd)
+        assert np.array_equal(tau, np.zeros(2)) and law.fault and law.n_faults == 1
+        zd[0] = np.inf
+        assert np.array_equal(law(0.3, np.zeros(6), zd), np.zeros(2))
+        assert np.array_equal(law(float('nan'), np.zeros(6), np.zeros(6)), np.zeros(2))
+        law.set_reference(PointToPoint([0, 0], [np.nan, 1], 1.0), t_now=0.0)
+        assert np.array_equal(law(0.5, np.zeros(6), np.zeros(6)), np.zeros(2)) and 'reference' in law.fault
+        law.set_reference(PointToPoint([0, 0], [0.1, 0.1], 1.0), t_now=0.0)
+        assert np.all(np.isfinite(law(0.6, np.zeros(6), np.zeros(6)))) and law.fault is None
+        assert np.array_equal(law(0.7, np.zeros(5), np.zeros(6)), np.zeros(2))
+
+
+def test_saturation_and_anti_windup(deluca):
+    law = ModalLQR(deluca, effort_limit=[0.05, 0.05])
+    law.set_reference(PointToPoint([0.0, 0.0], [0.5, 0.5], 1e-3))     # effectively a step
+    z, zd = np.zeros(6), np.zeros(6)
+    for k in range(2000):                                           # 2 s held far from the target
+        tau = law(0.01 + k * 1e-3, z, zd)
+        assert np.all(np.abs(tau) <= 0.05 + 1e-15)
+    assert np.all(law.saturated)
+    assert np.allclose(law.xi, 0.0)          # the integrator did not wind up while saturated
+    law2 = ModalLQR(deluca)                  # unsaturated: it integrates
+    law2.set_reference(PointToPoint([0.0, 0.0], [0.01, 0.01], 1e-3))
+    for k in range(100):
+        law2(0.01 + k * 1e-3, z, zd)
+    assert np.all(law2.xi < 0)
+
+
+def test_gain_validation(deluca):
+    pd = PDServo(deluca, 1.0, 0.1)
+    with pytest.raises(ValueError):
+        pd.set_gains(kp=[1.0, np.nan])
+    with pytest.raises(ValueError):
+        pd.set_gains(kv=[1.0, 2.0, 3.0])
+    assert np.allclose(pd.kp, 1.0)           # unchanged after a rejected update
+    pd.set_gains(kp=[2.0, 3.0])
+    assert np.allclose(pd.kp, [2.0, 3.0])
+    ct = ComputedTorque(deluca)
+    with pytest.raises(ValueError):
+        ct.set_gains(omega_n=-1.0)
+    lqr = ModalLQR(deluca)
+    with pytest.raises(ValueError):
+        lqr.set_gains(tip_max=0.0)
+    with pytest.raises(ValueError):
+        lqr.set_gains(bogus=1.0)
