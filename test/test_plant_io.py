@@ -132,11 +132,13 @@ def test_reset_pause_and_runtime_parameters(spawn, tmp_path, client_for):
 
 
 def test_invalid_parameter_file_fails_naming_the_parameter(spawn, tmp_path):
+    procs = []
     for params, name in (({'loop_rate': -5.0}, 'loop_rate'), ({'time_mode': 'warp'}, 'time_mode'),
                          ({'initial.position': [0.1]}, 'initial.position'), ({'arm': 'no_such_arm'}, 'arm'),
                          ({'publish_rate': {'state': 5.0}}, 'publish_rate.state')):
         path = write_params(tmp_path, params, f'bad_{name}.yaml')
-        p = spawn(['-m', 'flexarm_sim.plant.node', '--ros-args', '--params-file', path])
-        out, err = p.communicate(timeout=60)
+        procs.append((name, spawn(['-m', 'flexarm_sim.plant.node', '--ros-args', '--params-file', path])))
+    for name, p in procs:                      # started together, checked in turn
+        out, err = p.communicate(timeout=90)
         assert p.returncode == 2, err
         assert f"'{name}'" in err, err
