@@ -1,0 +1,527 @@
+"""Static checks of flexarm_bringup's launch files, parameter files and rviz configuration.
+
+`launch` and `launch_ros` are not installable on CI machines (DESIGN.md §1), so nothing here starts a
+launch service. The checks are:
+
+1. every launch file parses (ast) and every literal package/executable it names is a console script of a
+   workspace package (setup.py entry points) or one of the external ROS executables it may use;
+2. the launch files are *executed* against a minimal stand-in of the launch/launch_ros API (STUB, below,
+   injected into sys.modules for the duration of one test only). The stub is not launch: it implements
+   just enough of the classes our files use (arguments with defaults/choices, LaunchConfiguration,
+   path joins, conditions, OpaqueFunction, includes, Node) to evaluate them for given launch arguments
+   and record the resulting nodes. It exists only to check the wiring of *our* files statically — which
+   nodes start for which arguments, with which parameter files and overrides — and says nothing about
+   launch's own behaviour;
+3. every config/rviz file the nodes receive exists in the package and is installed by setup.py's
+   data_files, parameter files have a `<node name>: ros__parameters:` section for the node that loads
+   them, and launch overrides only set parameters that the file documents;
+4. the launch arguments are the ones in the README's "ROS 2 launch" table;
+5. the rviz configuration is valid YAML with the plant's fixed frame, the marker topic and a RobotModel.
+"""
+import ast
+import contextlib
+import os
+import re
+import runpy
+import sys
+import types
+
+import pytest
+import yaml
+
+PKG = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+ROOT = os.path.dirname(PKG)
+LAUNCH_DIR = os.path.join(PKG, 'launch')
+LAUNCH_FILES = sorted(f for f in os.listdir(LAUNCH_DIR) if f.endswith('.launch.py'))
+EXPECTED_LAUNCH_FILES = ['hardware.launch.py', 'sim.launch.py', 'view.launch.py']
+# executables of ROS packages outside this workspace that the launch files may start (package.xml
+# must declare them as exec_depend)
+EXTERNAL = {('rviz2', 'rviz2'), ('robot_state_publisher', 'robot_state_publisher')}
+CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
+
+
+# ------------------------------------------------------------------------------ workspace facts
+def _run_setup(path):
+    """Keyword arguments a setup.py passes to setuptools.setup (run in its directory)."""
+    import setuptools
+    captured = {}
+    old_setup, old_cwd = setuptools.setup, os.getcwd()
+    setuptools.setup = lambda **kw: captured.update(kw)
+    try:
+        os.chdir(os.path.dirname(path))
+        runpy.run_path(path, run_name='__main__')
+    finally:
+        setuptools.setup = old_setup
+        os.chdir(old_cwd)
+    return captured
+
+
+def workspace_entry_points():
+    """{(package, executable)} of every console script in the workspace's setup.py files."""
+    out = set()
+    for d in sorted(os.listdir(ROOT)):
+        path = os.path.join(ROOT, d, 'setup.py')
+        if not os.path.isfile(path) or not os.path.isfile(os.path.join(ROOT, d, 'package.xml')):
+            continue
+        kw = _run_setup(path)
+        for spec in kw.get('entry_points', {}).get('console_scripts', []):
+            out.add((kw['name'], spec.split('=')[0].strip()))
+    return out
+
+
+def installed_files():
+    """{source path relative to the package: install directory} from flexarm_bringup/setup.py data_files."""
+    kw = _run_setup(os.path.join(PKG, 'setup.py'))
+    out = {}
+    for dest, files in kw['data_files']:
+        for f in files:
+            out[os.path.normpath(f)] = dest
+    return out
+
+
+def readme_launch_arguments():
+    """{launch file: set of argument names} from the README table under the 'ROS 2 launch' heading."""
+    text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    m = re.search(r'^## ROS 2 launch\s*$(.*?)(?=^## |\Z)', text, re.M | re.S)
+    assert m, "README.md has no '## ROS 2 launch' section"
+    table = {}
+    for line in m.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) < 3 or not line.lstrip().startswith('|') or set(cells[0]) <= set('-: '):
+            continue
+        f, arg = cells[0].strip('`'), cells[1].strip('`')
+        if f.endswith('.launch.py'):
+            table.setdefault(f, set()).add(arg)
+    return table
+
+
+# ------------------------------------------------------------------------------ the launch stub
+class _Ctx:
+    """Launch arguments (strings) and where FindPackageShare points (the source package)."""
+
+    def __init__(self, configs):
+        self.configs = dict(configs)
+        self.shares = {'flexarm_bringup': PKG}
+
+
+def _perform(value, ctx):
+    if isinstance(value, (list, tuple)):
+        return ''.join(_perform(v, ctx) for v in value)
+    if hasattr(value, 'perform'):
+        return value.perform(ctx)
+    return str(value)
+
+
+def _truthy(s):
+    s = s.strip()
+    if s in ('true', 'True', '1', 'on'):
+        return True
+    if s in ('false', 'False', '0', 'off'):
+        return False
+    raise ValueError(f'not a boolean: {s!r}')
+
+
+def make_stub():
+    """Modules launch, launch.actions, ..., launch_ros.* with the classes our launch files use."""
+    class Substitution:
+        pass
+
+    class LaunchConfiguration(Substitution):
+        def __init__(self, name, default=None):
+            self.name = name
+
+        def perform(self, ctx):
+            if self.name not in ctx.configs:
+                raise KeyError(f'launch configuration {self.name!r} not declared')
+            return ctx.configs[self.name]
+
+    class TextSubstitution(Substitution):
+        def __init__(self, text=''):
+            self.text = text
+
+        def perform(self, ctx):
+            return self.text
+
+    class PathJoinSubstitution(Substitution):
+        def __init__(self, parts):
+            self.parts = parts
+
+        def perform(self, ctx):
+            return os.path.join(*[_perform(p, ctx) for p in self.parts])
+
+    class PythonExpression(Substitution):
+        def __init__(self, parts):
+            self.parts = parts
+
+        def perform(self, ctx):
+            return str(eval(_perform(self.parts, ctx), {}, {}))      # what launch does (with math)
+
+    class AndSubstitution(Substitution):
+        def __init__(self, left, right):
+            self.left, self.right = left, right
+
+        def perform(self, ctx):
+            return 'true' if _truthy(_perform(self.left, ctx)) and _truthy(_perform(self.right, ctx)) else 'false'
+
+    class FindExecutable(Substitution):
+        def __init__(self, name):
+            self.name = name
+
+        def perform(self, ctx):
+            return self.name
+
+    class Command(Substitution):
+        def __init__(self, parts):
+            self.parts = parts
+
+        def perform(self, ctx):
+            return _perform(self.parts, ctx)      # the command line (not run)
+
+    class FindPackageShare(Substitution):
+        def __init__(self, package):
+            self.package = package
+
+        def perform(self, ctx):
+            if self.package not in ctx.shares:
+                raise KeyError(f'FindPackageShare({self.package!r}): not a package of this check')
+            return ctx.shares[self.package]
+
+    class ParameterValue:
+        def __init__(self, value, value_type=None):
+            self.value, self.value_type = value, value_type
+
+        def perform(self, ctx):
+            return _perform(self.value, ctx)
+
+    class IfCondition:
+        def __init__(self, predicate):
+            self.predicate = predicate
+
+        def evaluate(self, ctx):
+            return _truthy(_perform(self.predicate, ctx))
+
+    class UnlessCondition(IfCondition):
+        def evaluate(self, ctx):
+            return not super().evaluate(ctx)
+
+    class Action:
+        def __init__(self, condition=None):
+            self.condition = condition
+
+    class DeclareLaunchArgument(Action):
+        def __init__(self, name, default_value=None, description='', choices=None, **kw):
+            super().__init__(**kw)
+            self.name, self.default_value, self.description, self.choices = name, default_value, description, choices
+
+    class OpaqueFunction(Action):
+        def __init__(self, function, args=None, kwargs=None, **kw):
+            super().__init__(**kw)
+            self.function, self.args, self.kwargs = function, args or [], kwargs or {}
+
+    class PythonLaunchDescriptionSource:
+        def __init__(self, path):
+            self.path = path
+
+    class IncludeLaunchDescription(Action):
+        def __init__(self, source, launch_arguments=None, **kw):
+            super().__init__(**kw)
+            self.source, self.launch_arguments = source, list(launch_arguments or [])
+
+    class Node(Action):
+        def __init__(self, package=None, executable=None, name=None, namespace=None, parameters=None,
+                     remappings=None, arguments=None, output=None, **kw):
+            super().__init__(condition=kw.pop('condition', None))
+            assert not kw, f'Node: unsupported keywords in the stub: {sorted(kw)}'
+            self.package, self.executable, self.name = package, executable, name
+            self.parameters, self.remappings, self.arguments = parameters or [], remappings or [], arguments or []
+
+    class LaunchDescription:
+        def __init__(self, entities=()):
+            self.entities = list(entities)
+
+    mods = {}
+
+    def module(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        m.__file__ = '<flexarm launch stub>'
+        mods[name] = m
+        return m
+
+    module('launch', LaunchDescription=LaunchDescription, Substitution=Substitution)
+    module('launch.actions', DeclareLaunchArgument=DeclareLaunchArgument, OpaqueFunction=OpaqueFunction,
+           IncludeLaunchDescription=IncludeLaunchDescription)
+    module('launch.conditions', IfCondition=IfCondition, UnlessCondition=UnlessCondition)
+    module('launch.launch_description_sources', PythonLaunchDescriptionSource=PythonLaunchDescriptionSource)
+    module('launch.substitutions', LaunchConfiguration=LaunchConfiguration, TextSubstitution=TextSubstitution,
+           PathJoinSubstitution=PathJoinSubstitution, PythonExpression=PythonExpression,
+           AndSubstitution=AndSubstitution, FindExecutable=FindExecutable, Command=Command)
+    module('launch_ros')
+    module('launch_ros.actions', Node=Node)
+    module('launch_ros.substitutions', FindPackageShare=FindPackageShare)
+    module('launch_ros.parameter_descriptions', ParameterValue=ParameterValue)
+    for name, m in mods.items():                       # attribute access launch.actions etc.
+        if '.' in name:
+            parent, child = name.rsplit('.', 1)
+            setattr(mods[parent], child, m)
+    return mods
+
+
+@contextlib.contextmanager
+def stubbed_launch():
+    mods = make_stub()
+    saved = {k: sys.modules.get(k) for k in mods}
+    sys.modules.update(mods)
+    try:
+        yield mods
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+def load_description(path):
+    ns = runpy.run_path(path, run_name='launch_file')
+    return ns['generate_launch_description']()
+
+
+def declared_arguments(ld):
+    return {e.name: e for e in ld.entities if type(e).__name__ == 'DeclareLaunchArgument'}
+
+
+def evaluate(path, args=None, depth=0):
+    """Nodes (dicts) started by the launch file at `path` for launch arguments `args` (strings)."""
+    assert depth < 5, 'include loop'
+    ld = load_description(path)
+    decl = declared_arguments(ld)
+    unknown = set(args or {}) - set(decl)
+    assert not unknown, f'{os.path.basename(path)}: unknown launch arguments {unknown}'
+    ctx = _Ctx({})
+    for name, d in decl.items():
+        if args and name in args:
+            ctx.configs[name] = str(args[name])
+        else:
+            assert d.default_value is not None, f'{name}: no default'
+            ctx.configs[name] = _perform(d.default_value, ctx)
+        if d.choices is not None:
+            assert ctx.configs[name] in d.choices, f'{name}={ctx.configs[name]!r} not in {d.choices}'
+    nodes = []
+
+    def walk(entities):
+        for e in entities:
+            kind = type(e).__name__
+            if getattr(e, 'condition', None) is not None and not e.condition.evaluate(ctx):
+                continue
+            if kind == 'OpaqueFunction':
+                walk(e.function(ctx, *e.args, **e.kwargs) or [])
+            elif kind == 'IncludeLaunchDescription':
+                inc = _perform(e.source.path, ctx)
+                inc_args = {_perform(k, ctx): _perform(v, ctx) for k, v in e.launch_arguments}
+                nodes.extend(evaluate(inc, inc_args, depth + 1))
+            elif kind == 'Node':
+                params = []
+                for p in e.parameters:
+                    if isinstance(p, dict):
+                        params.append({k: (_perform(v, ctx) if hasattr(v, 'perform') or isinstance(v, list)
+                                           else v) for k, v in p.items()})
+                    else:
+                        params.append(_perform(p, ctx))
+                nodes.append({'package': _perform(e.package, ctx), 'executable': _perform(e.executable, ctx),
+                              'name': _perform(e.name, ctx) if e.name is not None else None,
+                              'parameters': params,
+                              'remappings': [(_perform(a, ctx), _perform(b, ctx)) for a, b in e.remappings],
+                              'arguments': [_perform(a, ctx) for a in e.arguments],
+                              'launch_file': os.path.basename(path)})
+            elif kind == 'DeclareLaunchArgument':
+                pass
+            else:
+                raise AssertionError(f'unexpected entity {kind}')
+
+    walk(ld.entities)
+    return nodes
+
+
+# ------------------------------------------------------------------------------ tests
+def test_launch_files_present():
+    assert LAUNCH_FILES == EXPECTED_LAUNCH_FILES
+
+
+@pytest.mark.parametrize('name', EXPECTED_LAUNCH_FILES)
+def test_parses_and_literal_executables_exist(name):
+    tree = ast.parse(open(os.path.join(LAUNCH_DIR, name), encoding='utf-8').read(), filename=name)
+    known = workspace_entry_points() | EXTERNAL
+    assert any(isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description' for n in tree.body)
+    pairs = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', getattr(node.func, 'attr', '')) == 'Node':
+            kw = {k.arg: k.value for k in node.keywords}
+            assert 'package' in kw and 'executable' in kw, f'{name}: Node without package/executable'
+            pkg = kw['package'].value if isinstance(kw['package'], ast.Constant) else None
+            exe = kw['executable'].value if isinstance(kw['executable'], ast.Constant) else None
+            assert pkg is not None, f'{name}: package must be a literal'
+            if exe is not None:
+                pairs.append((pkg, exe))
+            else:                                      # a controller chosen by argument: the tuple literal
+                assert pkg == 'flexarm_control'
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', '') == 'CONTROLLERS' for t in node.targets):
+            assert tuple(ast.literal_eval(node.value)) == CONTROLLERS
+            pairs += [('flexarm_control', c) for c in CONTROLLERS]
+    assert pairs
+    missing = [p for p in pairs if p not in known]
+    assert not missing, f'{name}: executables not in any setup.py entry points: {missing}'
+
+
+def _all_runs():
+    runs = []
+    for c in CONTROLLERS + ('none',):
+        runs.append(('sim.launch.py', {'controller': c}))
+        runs.append(('hardware.launch.py', {'controller': c}))
+    runs += [('sim.launch.py', {'rviz': 'true', 'time_mode': 'simtime', 'rate': '500', 'shaping': 'zv',
+                                'arm': 'spatial_3r'}),
+             ('sim.launch.py', {'time_mode': 'lockstep'}),
+             ('hardware.launch.py', {'rviz': 'true', 'shaping': 'zvd'}),
+             ('view.launch.py', {}), ('view.launch.py', {'urdf': 'true', 'segments': '4'}),
+             ('view.launch.py', {'urdf': 'true', 'flex_joint_states': 'false'})]
+    return runs
+
+
+@pytest.mark.parametrize('name,args', _all_runs())
+def test_wiring(name, args):
+    known = workspace_entry_points() | EXTERNAL
+    files = installed_files()
+    with stubbed_launch():
+        nodes = evaluate(os.path.join(LAUNCH_DIR, name), args)
+    assert nodes
+    names = [n['name'] for n in nodes]
+    assert len(names) == len(set(names)), f'duplicate node names {names}'
+    for n in nodes:
+        assert (n['package'], n['executable']) in known, n
+        for p in n['parameters']:
+            if isinstance(p, str):
+                _check_installed(p, files)
+                _check_param_file(p, n)
+        for a in n['arguments']:
+            if a.startswith(PKG + os.sep):
+                _check_installed(a, files)
+    by_name = {n['name']: n for n in nodes}
+    controller = args.get('controller', 'pd_servo')
+    if name in ('sim.launch.py', 'hardware.launch.py'):
+        head = 'plant' if name == 'sim.launch.py' else 'hardware_bridge'
+        assert head in by_name
+        ctrl = [c for c in CONTROLLERS if c in by_name]
+        assert ctrl == ([] if controller == 'none' else [controller])
+        arm = args.get('arm', os.path.join(PKG, 'config', 'arms', 'deluca_two_link.yaml'))
+        for n in nodes:
+            if n['package'] != 'rviz2' and n['name'] != 'robot_state_publisher':
+                assert _overrides(n).get('arm') == arm, n['name']      # one arm for every node
+        if name == 'sim.launch.py':
+            ov = _overrides(by_name['plant'])
+            assert ov['time_mode'] == args.get('time_mode', 'realtime')
+            assert ('loop_rate' in ov) == ('rate' in args)
+            if 'rate' in args:
+                assert ov['loop_rate'] == float(args['rate'])
+            for c in ctrl:
+                assert _overrides(by_name[c])['use_sim_time'] == (args.get('time_mode', 'realtime') != 'realtime')
+        for c in ctrl:
+            assert _overrides(by_name[c]).get('shaping') == args.get('shaping')
+        assert ('rviz2' in by_name) == (args.get('rviz') == 'true')
+    if name == 'hardware.launch.py' and args.get('rviz') == 'true':
+        rsp = by_name['robot_state_publisher']
+        assert ' -K 0' in _overrides(rsp)['robot_description']
+        assert ('joint_states', '/joint_states') in rsp['remappings']
+        assert 'flex_joint_states' not in by_name
+    if name == 'view.launch.py':
+        assert by_name['rviz2']['arguments'][0] == '-d'
+        urdf = args.get('urdf') == 'true'
+        assert ('robot_state_publisher' in by_name) == urdf
+        assert ('flex_joint_states' in by_name) == (urdf and args.get('flex_joint_states', 'true') == 'true')
+        if urdf:
+            rsp = by_name['robot_state_publisher']
+            cmd = _overrides(rsp)['robot_description']
+            assert cmd.startswith('python3 -m flexarm_bringup.urdf_gen ') and cmd.endswith(
+                f" -K {args.get('segments', '8')}")
+            topic = dict(rsp['remappings'])['joint_states']
+            assert topic == '/flexarm/urdf_joint_states'          # not the controllers' /joint_states
+            if 'flex_joint_states' in by_name:
+                fjs = by_name['flex_joint_states']
+                assert dict(fjs['remappings'])['joint_states'] == topic
+                assert str(_overrides(fjs)['segments']) == args.get('segments', '8')
+
+
+def _overrides(node):
+    out = {}
+    for p in node['parameters']:
+        if isinstance(p, dict):
+            out.update(p)
+    return out
+
+
+def _check_installed(path, files):
+    rel = os.path.relpath(path, PKG)
+    assert not rel.startswith('..'), f'{path} is outside the package'
+    assert os.path.isfile(path), f'{rel} is referenced but does not exist'
+    assert rel in files, f'{rel} is not installed by setup.py data_files'
+    assert files[rel] == os.path.join('share', 'flexarm_bringup', os.path.dirname(rel)), files[rel]
+
+
+def _check_param_file(path, node):
+    data = yaml.safe_load(open(path, encoding='utf-8'))
+    section = data.get(node['name']) or data.get('/**')
+    assert section and 'ros__parameters' in section, \
+        f"{os.path.basename(path)} has no '{node['name']}: ros__parameters:' section"
+    params = _flatten(section['ros__parameters'])
+    for key in _overrides(node):
+        if key != 'use_sim_time':
+            assert key in params, f"{node['name']}: override {key!r} is not a parameter of {os.path.basename(path)}"
+
+
+def _flatten(d, prefix=''):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, prefix + k + '.'))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def test_launch_arguments_match_readme():
+    table = readme_launch_arguments()
+    with stubbed_launch():
+        declared = {f: set(declared_arguments(load_description(os.path.join(LAUNCH_DIR, f))))
+                    for f in LAUNCH_FILES}
+    assert table == declared
+
+
+def test_controllers_yaml_sections():
+    data = yaml.safe_load(open(os.path.join(PKG, 'config', 'controllers.yaml'), encoding='utf-8'))
+    assert set(data) == set(CONTROLLERS)
+    for c in CONTROLLERS:
+        p = data[c]['ros__parameters']
+        assert {'arm', 'rate', 'shaping', 'default_move'} <= set(p)
+        assert p['shaping'] in ('none', 'zv', 'zvd')
+        assert p['rate'] > 0
+
+
+def test_rviz_config():
+    path = os.path.join(PKG, 'rviz', 'flexarm.rviz')
+    assert os.path.join('rviz', 'flexarm.rviz') in installed_files()
+    cfg = yaml.safe_load(open(path, encoding='utf-8'))
+    vm = cfg['Visualization Manager']
+    plant = yaml.safe_load(open(os.path.join(PKG, 'config', 'plant.yaml'), encoding='utf-8'))
+    frame = plant['plant']['ros__parameters']['frame_ids']['base']
+    assert vm['Global Options']['Fixed Frame'] == frame == 'base_link'
+    displays = {d['Class']: d for d in vm['Displays']}
+    assert displays['rviz_default_plugins/MarkerArray']['Topic']['Value'] == '/flexarm/markers'
+    assert displays['rviz_default_plugins/RobotModel']['Description Topic']['Value'] == '/robot_description'
+    assert 'rviz_default_plugins/Grid' in displays
+    for d in vm['Displays']:
+        assert d['Class'].startswith('rviz_default_plugins/') and 'Name' in d
+
+
+def test_package_xml_declares_external_executables():
+    text = open(os.path.join(PKG, 'package.xml'), encoding='utf-8').read()
+    for pkg, _ in EXTERNAL:
+        assert f'<exec_depend>{pkg}</exec_depend>' in text
