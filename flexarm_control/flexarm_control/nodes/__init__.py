@@ -1,0 +1,1 @@
+"""ROS 2 nodes of flexarm_control."""

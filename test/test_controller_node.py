@@ -1,0 +1,70 @@
+"""System test: a controller node in its own process commands a stand-in plant in this process (real DDS)."""
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARM = os.path.join(HERE, '..', 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+pytestmark = pytest.mark.ros
+
+
+def _spin_until(rclpy, node, cond, timeout):
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.02)
+    return cond()
+
+
+def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch):
+    for k in ('ROS_DOMAIN_ID', 'ROS_AUTOMATIC_DISCOVERY_RANGE'):
+        monkeypatch.setenv(k, ros_env[k])
+    import rclpy
+    from flexarm_msgs.msg import FlexState, JointEffortCommand, LinkDeflection
+    from std_msgs.msg import Float64MultiArray
+
+    proc = spawn(['-m', 'flexarm_control.nodes.controller_node', 'pd_servo', '--ros-args', '-p', f'arm:={ARM}',
+                  '-p', 'rate:=200.0', '-p', 'state_timeout:=0.2', '-p', 'lockstep:=true', '-p',
+                  'default_move:=true'])
+    rclpy.init()
+    try:
+        node = rclpy.create_node('standin_plant')
+        cmds, stamped = [], []
+        node.create_subscription(Float64MultiArray, '/effort_controller/commands', cmds.append, 10)
+        node.create_subscription(JointEffortCommand, '/flexarm/effort_command', stamped.append, 10)
+        pub = node.create_publisher(FlexState, '/flexarm/state', 10)
+        matched = _spin_until(rclpy, node, lambda: pub.get_subscription_count() >= 1
+                              and node.count_publishers('/flexarm/effort_command') >= 1, 60.0)
+        assert matched, proc.stderr.read() if proc.poll() is not None else 'controller did not appear'
+
+        def state(step, q):
+            msg = FlexState(step=step, joint_names=['shoulder', 'elbow'], position=list(q),
+                            velocity=[0.0, 0.0])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(step * 10_000_000, 1_000_000_000)
+            msg.links = [LinkDeflection(link_name=nm, modal_position=[0.0, 0.0], modal_velocity=[0.0, 0.0])
+                         for nm in ('shoulder_link', 'elbow_link')]
+            return msg
+        # lock-step: each state is answered with the command for the next step
+        for step in range(1, 31):
+            pub.publish(state(step, [0.0, 0.0]))
+            assert _spin_until(rclpy, node, lambda: any(c.step == step + 1 for c in stamped), 10.0)
+        c = [c for c in stamped if c.step == 31][0]
+        assert len(c.effort) == 2 and all(math.isfinite(x) for x in c.effort)
+        assert c.effort[0] > 0.0          # the default move pushes the shoulder towards +60 deg
+        # a non-finite state gives zero torque (and a fault), never a non-finite command
+        bad = state(40, [float('nan'), 0.0])
+        pub.publish(bad)
+        assert _spin_until(rclpy, node, lambda: any(c.step == 41 for c in stamped), 10.0)
+        assert list([c for c in stamped if c.step == 41][0].effort) == [0.0, 0.0]
+        # stop publishing state: commands stop within the timeout
+        _spin_until(rclpy, node, lambda: False, 0.5)
+        n = len(cmds)
+        _spin_until(rclpy, node, lambda: False, 0.7)
+        assert len(cmds) == n
+        assert np.all(np.isfinite(np.array([list(c.data) for c in cmds])))
+    finally:
+        rclpy.shutdown()
+    assert proc.poll() is None, proc.stderr.read()
