@@ -69,6 +69,7 @@ class FlexJointStateMapper:
 
 def main(argv=None):
     import rclpy
+    from rclpy.executors import ExternalShutdownException
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
@@ -105,7 +106,7 @@ def main(argv=None):
     try:
         node = FlexJointStates()
         rclpy.spin(node)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ExternalShutdownException):     # Ctrl-C, SIGTERM (launch shutdown)
         pass
     except Exception as e:          # bad parameters: report and exit non-zero
         print(f'flex_joint_states: {e}', file=sys.stderr)
