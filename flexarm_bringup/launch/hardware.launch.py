@@ -3,8 +3,9 @@
     ros2 launch flexarm_bringup hardware.launch.py [arm:=<yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                                    [shaping:=none|zv|zvd] [rviz:=true|false]
 
-The bridge (flexarm_control `hardware_bridge`, config/hardware_bridge.yaml) publishes /joint_states and
-applies /effort_controller/commands; the controller uses config/controllers.yaml. Hardware has no modal
+The bridge (flexarm_control `hardware_bridge`, config/hardware_bridge.yaml: port, servo ids, joint names,
+limits — it has no arm description) publishes /joint_states and applies /effort_controller/commands; the
+controller uses config/controllers.yaml with the arm given here (its joints must be the bridge's). Hardware has no modal
 state, so rviz:=true shows the URDF with rigid links (segments:=0) driven directly by /joint_states.
 """
 import os
@@ -28,7 +29,7 @@ def _nodes(context):
     shaping = LaunchConfiguration('shaping').perform(context)
     actions = [Node(
         package='flexarm_control', executable='hardware_bridge', name='hardware_bridge', output='screen',
-        parameters=[os.path.join(share, 'config', 'hardware_bridge.yaml'), {'arm': arm}])]
+        parameters=[os.path.join(share, 'config', 'hardware_bridge.yaml')])]
     if controller != 'none':
         overrides = {'arm': arm}
         if shaping:

@@ -414,8 +414,8 @@ def test_wiring(name, args):
         assert ctrl == ([] if controller == 'none' else [controller])
         arm = args.get('arm', os.path.join(PKG, 'config', 'arms', 'deluca_two_link.yaml'))
         for n in nodes:
-            if n['package'] != 'rviz2' and n['name'] != 'robot_state_publisher':
-                assert _overrides(n).get('arm') == arm, n['name']      # one arm for every node
+            if n['name'] not in ('rviz2', 'robot_state_publisher', 'hardware_bridge'):
+                assert _overrides(n).get('arm') == arm, n['name']      # one arm for every model user
         if name == 'sim.launch.py':
             ov = _overrides(by_name['plant'])
             assert ov['time_mode'] == args.get('time_mode', 'realtime')
