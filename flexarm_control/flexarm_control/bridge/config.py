@@ -1,0 +1,300 @@
+"""Parameters of the ``hardware_bridge`` node: names, defaults, validation (no ROS).
+
+YAML form (nested keys become dotted ROS parameter names, e.g. ``joints.shoulder.servo_id``)::
+
+    hardware_bridge:
+      ros__parameters:
+        port: /dev/ttyUSB0
+        baud_rate: 1000000
+        model: XM430-W350
+        loop_rate: 250.0
+        command_timeout: 0.2
+        watchdog_action: torque_off        # or hold_position
+        reconnect: {initial_delay: 0.1, max_delay: 5.0, multiplier: 2.0}
+        joint_names: [shoulder, elbow]     # joint order of /joint_states and of the commands
+        joints:
+          shoulder: {servo_id: 1, mode: current, torque_constant: 1.78, ...}
+          elbow:    {servo_id: 2, ...}
+
+``BridgeConfig.from_mapping(flat)`` validates a flat ``{dotted name: value}`` mapping (what a ROS node
+sees) and raises :class:`ConfigError` naming the offending parameter; unknown names are errors
+(typos must not silently fall back to a default). flexarm_bringup/config/hardware_bridge.yaml is the
+documented example.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from . import control_table as ct
+from .servo_bus import JointServoConfig, ServoBusConfig, current_limit_raw
+
+BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000)
+WATCHDOG_ACTIONS = ('torque_off', 'hold_position')
+JOINT_MODES = ('current', 'current_position')
+IGNORED = ('use_sim_time', 'start_type_description_service')
+IGNORED_PREFIXES = ('qos_overrides.',)
+
+
+class ConfigError(ValueError):
+    """An invalid parameter value; ``.name`` is the parameter's (dotted) name."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"invalid parameter '{name}': {reason}")
+        self.name = name
+        self.reason = reason
+
+
+# ------------------------------------------------------------------------------ validators
+def _number(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(name, f'expected a number, got {value!r}')
+    v = float(value)
+    if not math.isfinite(v):
+        raise ConfigError(name, f'must be finite, got {v}')
+    return v
+
+
+def _float(lo=None, hi=None, lo_open=False):
+    def check(value, name):
+        v = _number(value, name)
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            raise ConfigError(name, f'must be {">" if lo_open else ">="} {lo:g}, got {v:g}')
+        if hi is not None and v > hi:
+            raise ConfigError(name, f'must be <= {hi:g}, got {v:g}')
+        return v
+    return check
+
+
+def _int(lo=None, hi=None, choices=None):
+    def check(value, name):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(name, f'expected an integer, got {value!r}')
+        if choices is not None and value not in choices:
+            raise ConfigError(name, f'must be one of {", ".join(map(str, choices))}; got {value}')
+        if lo is not None and value < lo:
+            raise ConfigError(name, f'must be >= {lo}, got {value}')
+        if hi is not None and value > hi:
+            raise ConfigError(name, f'must be <= {hi}, got {value}')
+        return int(value)
+    return check
+
+
+def _choice(choices):
+    def check(value, name):
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(name, f'must be one of {", ".join(choices)}; got {value!r}')
+        return value
+    return check
+
+
+def _string(value, name):
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(name, f'expected a non-empty string, got {value!r}')
+    return value
+
+
+def _names(value, name):
+    if isinstance(value, (str, bytes)) or not hasattr(value, '__iter__'):
+        raise ConfigError(name, f'expected a list of joint names, got {value!r}')
+    out = [_string(v, f'{name}[{i}]') for i, v in enumerate(value)]
+    if not out:
+        raise ConfigError(name, 'at least one joint is required')
+    if len(set(out)) != len(out):
+        raise ConfigError(name, f'duplicate joint names: {out}')
+    for n in out:
+        if '.' in n or '/' in n:
+            raise ConfigError(name, f'joint name {n!r} must not contain "." or "/"')
+    return out
+
+
+def _pair(value, name):
+    if isinstance(value, (str, bytes)) or not hasattr(value, '__iter__'):
+        raise ConfigError(name, f'expected [low, high], got {value!r}')
+    v = [_number(x, f'{name}[{i}]') for i, x in enumerate(value)]
+    if len(v) != 2 or not v[0] < v[1]:
+        raise ConfigError(name, f'expected [low, high] with low < high, got {v}')
+    return (v[0], v[1])
+
+
+def _direction(value, name):
+    v = _int()(value, name)
+    if v not in (1, -1):
+        raise ConfigError(name, f'must be 1 or -1, got {v}')
+    return v
+
+
+@dataclass(frozen=True)
+class Param:
+    default: object
+    check: object
+    doc: str
+
+
+PARAMETERS: Dict[str, Param] = {
+    'port': Param('/dev/ttyUSB0', _string, 'serial device (prefer a /dev/serial/by-id/... link)'),
+    'baud_rate': Param(1000000, _int(choices=BAUD_RATES), 'bus baud rate; must match every servo'),
+    'model': Param('XM430-W350', _choice(tuple(sorted(ct.MODELS))), 'servo model (units, current limit)'),
+    'loop_rate': Param(250.0, _float(lo=10.0, hi=1000.0), 'Hz, read+write cycles per second (200-500 typical)'),
+    'command_timeout': Param(0.2, _float(lo=0.0, lo_open=True, hi=10.0),
+                             's without a valid command while enabled -> watchdog action'),
+    'watchdog_action': Param('torque_off', _choice(WATCHDOG_ACTIONS),
+                             'torque_off (latched: needs ~/enable) | hold_position (until the next command)'),
+    'hold_gains.kp': Param(2.0, _float(lo=0.0), 'N m/rad, bridge-side hold for current-mode joints'),
+    'hold_gains.kd': Param(0.2, _float(lo=0.0), 'N m s/rad, bridge-side hold for current-mode joints'),
+    'read_timeout': Param(0.0, _float(lo=0.0, hi=1.0),
+                          's per GroupSyncRead reply; 0 = SDK default (~34 ms incl. latency timer)'),
+    'fault_after_errors': Param(1, _int(lo=1, hi=1000),
+                                'consecutive failed reads (timeout/CRC) that make a fault; 1 = any'),
+    'hardware_status_period': Param(50, _int(lo=0, hi=100000),
+                                    'cycles between Hardware Error Status polls (0 = only on alert bit)'),
+    'reconnect.initial_delay': Param(0.1, _float(lo=0.0, lo_open=True, hi=60.0), 's before the first attempt'),
+    'reconnect.max_delay': Param(5.0, _float(lo=0.0, lo_open=True, hi=3600.0), 's, back-off cap'),
+    'reconnect.multiplier': Param(2.0, _float(lo=1.0, hi=10.0), 'back-off growth per failed attempt'),
+    'reconnect.max_attempts': Param(0, _int(lo=0), 'give up after this many failed attempts (0 = never)'),
+    'diagnostics_period': Param(1.0, _float(lo=0.05, hi=60.0), 's between /diagnostics messages'),
+    'frame_id': Param('', lambda v, n: v if isinstance(v, str) else _string(v, n),
+                      'header.frame_id of /joint_states'),
+    'joint_names': Param(None, _names, 'joint order of /joint_states and of the command arrays'),
+}
+
+JOINT_PARAMETERS: Dict[str, Param] = {
+    'servo_id': Param(None, _int(lo=0, hi=252), 'Dynamixel ID (0-252)'),
+    'mode': Param('current', _choice(JOINT_MODES),
+                  'current (torque control, /effort_controller/commands) | current_position '
+                  '(servo-side PD, /position_controller/commands)'),
+    'torque_constant': Param(1.78, _float(lo=0.0, lo_open=True, hi=100.0), 'N m/A at the servo horn'),
+    'gear_ratio': Param(1.0, _float(lo=0.0, lo_open=True, hi=1000.0), 'external reduction horn -> joint'),
+    'direction': Param(1, _direction, '+1 / -1 (joint sign relative to the servo)'),
+    'zero_offset': Param(0.0, _float(lo=-100.0, hi=100.0), 'rad, joint angle when the servo reads 0'),
+    'position_limits': Param((-math.pi, math.pi), _pair, 'rad [low, high], joint side'),
+    'velocity_limit': Param(5.0, _float(lo=0.0, lo_open=True, hi=1000.0), 'rad/s, joint side'),
+    'current_limit': Param(1.0, _float(lo=0.0, lo_open=True, hi=20.0), 'A, motor side (<= model maximum)'),
+    'effort_limit': Param(0.0, _float(lo=0.0, hi=1000.0),
+                          'N m, joint side; 0 = current_limit x torque_constant x gear_ratio'),
+}
+
+
+@dataclass
+class JointConfig:
+    name: str
+    servo_id: int
+    mode: str
+    torque_constant: float
+    gear_ratio: float
+    direction: int
+    zero_offset: float
+    position_limits: tuple
+    velocity_limit: float
+    current_limit: float
+    effort_limit: float          # effective |tau| bound (N m), never above what current_limit allows
+
+    def servo(self) -> JointServoConfig:
+        return JointServoConfig(self.name, self.servo_id, self.mode, self.torque_constant, self.gear_ratio,
+                                self.direction, self.zero_offset, tuple(self.position_limits),
+                                self.velocity_limit, self.current_limit)
+
+
+@dataclass
+class BridgeConfig:
+    values: Dict[str, object]
+    joints: List[JointConfig] = field(default_factory=list)
+
+    def __getitem__(self, name):
+        return self.values[name]
+
+    @property
+    def names(self) -> List[str]:
+        return [j.name for j in self.joints]
+
+    @classmethod
+    def from_mapping(cls, mapping: dict) -> 'BridgeConfig':
+        vals = {k: p.default for k, p in PARAMETERS.items()}
+        per_joint: Dict[str, Dict[str, object]] = {}
+        for name, value in mapping.items():
+            if name in IGNORED or name.startswith(IGNORED_PREFIXES):
+                continue
+            if name.startswith('joints.'):
+                parts = name.split('.')
+                if len(parts) != 3 or parts[2] not in JOINT_PARAMETERS:
+                    raise ConfigError(name, 'unknown joint parameter (expected joints.<joint>.<one of '
+                                      + ', '.join(JOINT_PARAMETERS) + '>)')
+                per_joint.setdefault(parts[1], {})[parts[2]] = value
+                continue
+            if name not in PARAMETERS:
+                raise ConfigError(name, 'unknown parameter (typo?)')
+            vals[name] = PARAMETERS[name].check(value, name)
+        if vals['joint_names'] is None:
+            raise ConfigError('joint_names', 'required: the list of joints (joint order of the commands)')
+        names = vals['joint_names']
+        for extra in sorted(set(per_joint) - set(names)):
+            raise ConfigError(f'joints.{extra}', f'joint {extra!r} is not listed in joint_names')
+        model = ct.get_model(vals['model'])
+        joints = []
+        for jn in names:
+            given = per_joint.get(jn, {})
+            jv = {}
+            for key, p in JOINT_PARAMETERS.items():
+                pname = f'joints.{jn}.{key}'
+                if key in given:
+                    jv[key] = p.check(given[key], pname)
+                elif p.default is None:
+                    raise ConfigError(pname, 'required')
+                else:
+                    jv[key] = p.default
+            max_a = model.current_limit_max_a
+            if jv['current_limit'] > max_a + 1e-9:
+                raise ConfigError(f'joints.{jn}.current_limit',
+                                  f'{jv["current_limit"]:g} A exceeds the {model.name} maximum {max_a:.3f} A')
+            requested = jv.pop('effort_limit')
+            jc = JointConfig(name=jn, effort_limit=0.0, **jv)
+            # the bound the bus can actually apply: the current limit rounded down to LSB
+            servo = jc.servo()
+            bus_max = current_limit_raw(servo, model) * model.current_amp_per_lsb \
+                * jc.torque_constant * jc.gear_ratio
+            if bus_max <= 0:
+                raise ConfigError(f'joints.{jn}.current_limit', 'rounds down to 0 LSB')
+            jc.effort_limit = bus_max if requested == 0 else min(requested, bus_max)
+            joints.append(jc)
+        ids = [j.servo_id for j in joints]
+        if len(set(ids)) != len(ids):
+            raise ConfigError('joints', f'duplicate servo ids: {ids}')
+        if vals['reconnect.max_delay'] < vals['reconnect.initial_delay']:
+            raise ConfigError('reconnect.max_delay', 'must be >= reconnect.initial_delay')
+        return cls(vals, joints)
+
+    def bus_config(self) -> ServoBusConfig:
+        rt = self.values['read_timeout']
+        return ServoBusConfig(port=self['port'], baudrate=self['baud_rate'],
+                              joints=[j.servo() for j in self.joints], model=self['model'],
+                              read_timeout=rt if rt > 0 else None,
+                              hw_status_period=self['hardware_status_period'])
+
+
+def load_yaml(path: str, node_name: str = 'hardware_bridge') -> BridgeConfig:
+    """Validate a ``<node>: ros__parameters:`` YAML file without ROS (tests, tools)."""
+    import yaml
+    with open(path) as f:
+        doc = yaml.safe_load(f) or {}
+    params = None
+    for key in (node_name, '/' + node_name, '/**'):
+        if isinstance(doc.get(key), dict) and 'ros__parameters' in doc[key]:
+            params = doc[key]['ros__parameters']
+            break
+    if params is None:
+        raise ConfigError(node_name, f'{path}: no "{node_name}: ros__parameters:" section')
+    return BridgeConfig.from_mapping(flatten(params))
+
+
+def flatten(d: dict, prefix: str = '') -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f'{prefix}{k}'
+        if isinstance(v, dict):
+            out.update(flatten(v, key + '.'))
+        else:
+            out[key] = v
+    return out

@@ -1,0 +1,606 @@
+"""ROS-free core of the hardware bridge: state machine, command gate, watchdog, limits, back-off.
+
+The ROS node (node.py) is a thin adapter: it feeds commands in (:meth:`BridgeCore.submit_effort`,
+:meth:`BridgeCore.submit_position`, from the executor thread), posts service requests
+(:meth:`BridgeCore.request`) and calls :meth:`BridgeCore.cycle` from its own fixed-rate thread; every
+bus access happens inside ``cycle`` (one thread owns the serial port).
+
+States::
+
+    RECONNECTING --(port open, all servos ping, no hardware error, configured, one good read)--> DISABLED
+    DISABLED --~/enable--> ENABLED --~/disable or watchdog (torque_off)--> DISABLED
+    any --(failed read: timeout / CRC / lost port; hardware error bit; failed write)--> FAULT
+    FAULT: torque off on every servo that answers, then after the back-off delay --> RECONNECTING
+
+* The bridge starts in RECONNECTING (first attempt at once) and ends every recovery in DISABLED:
+  torque is never switched on except by ``~/enable``.
+* Reconnect attempts are spaced ``initial_delay * multiplier**k`` (capped at ``max_delay``) after
+  the k-th consecutive failure. A servo with a Hardware Error Status makes the attempt fail until
+  it is rebooted (``~/reboot`` service / power cycle); the firmware keeps its torque off meanwhile.
+* Readings: only complete, CRC-checked readings (``JointReading.ok``) are returned for publication,
+  each exactly once; a failed cycle returns nothing (the joint state simply pauses).
+
+Commands (same rules as the plant): an array with one finite value per joint is accepted; anything
+else is rejected (counted) and the previous valid command stays in force until the watchdog.
+Values beyond a joint's limit are clamped (counted once per command). Effort limit: the joint's
+``effort_limit`` (never above current_limit x torque_constant x gear_ratio). Position commands
+(``current_position`` joints) are clamped to ``position_limits``.
+
+Soft limits for ``current`` joints (applied every cycle, counted in ``limit_interventions``): torque
+pushing a joint further beyond its position limit, or accelerating it beyond its velocity limit,
+is set to zero.
+
+Watchdog (ENABLED only): the clock starts at enable with a zero command. When no valid command
+(of every command topic the joint modes need) has arrived for ``command_timeout``:
+
+* ``torque_off``: torque off on all servos, state DISABLED (latched: a stopped controller does not
+  re-arm the arm when it comes back; call ``~/enable``).
+* ``hold_position``: the joints hold the position measured when the watchdog fired (bridge-side PD
+  ``hold_gains`` for current joints, Goal Position for current_position joints) until the next valid
+  command, which resumes normal operation.
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+from . import control_table as ct
+from .config import BridgeConfig
+from .servo_bus import BusError, JointReading
+
+DISABLED, ENABLED, FAULT, RECONNECTING = 'disabled', 'enabled', 'fault', 'reconnecting'
+WD_IDLE, WD_WAITING, WD_OK, WD_TIMEOUT = 'idle', 'waiting', 'ok', 'timeout'
+
+
+class Backoff:
+    """Exponential back-off: delay(k) = min(max_delay, initial * multiplier**k), k = failures so far."""
+
+    def __init__(self, initial: float, maximum: float, multiplier: float):
+        self.initial, self.maximum, self.multiplier = float(initial), float(maximum), float(multiplier)
+
+    def delay(self, failures: int) -> float:
+        if failures <= 0:
+            return self.initial
+        # avoid overflow for large k
+        k = min(failures, 200)
+        return min(self.maximum, self.initial * self.multiplier ** k)
+
+    def schedule(self, n: int) -> List[float]:
+        return [self.delay(k) for k in range(n)]
+
+
+def check_values(values, limits):
+    """(array | None, reason, clamped?): one finite value per joint, clamped to +-limits."""
+    n = len(limits)
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return None, 'not numeric', False
+    if arr.ndim != 1 or arr.shape[0] != n:
+        return None, f'expected {n} values, got {arr.size}', False
+    if not np.all(np.isfinite(arr)):
+        return None, 'non-finite value', False
+    clipped = np.clip(arr, -limits, limits)
+    return clipped, '', bool(np.any(clipped != arr))
+
+
+class CommandGate:
+    """Latest valid command of one topic (thread-safe). Values are checked against [lo, hi]."""
+
+    def __init__(self, lo, hi):
+        self._lock = threading.Lock()
+        self.lo = np.asarray(lo, float)
+        self.hi = np.asarray(hi, float)
+        self.n = self.lo.size
+        self.value = np.zeros(self.n)
+        self.t = -math.inf          # monotonic time of the latest valid command
+        self.seq = 0                # count of valid commands
+        self.accepted = self.rejected = self.clamped = 0
+        self.last_reject_reason = ''
+
+    def submit(self, values, now: float):
+        try:
+            arr = np.asarray(values, dtype=float)
+        except (TypeError, ValueError):
+            arr = None
+        with self._lock:
+            if arr is None:
+                reason = 'not numeric'
+            elif arr.ndim != 1 or arr.shape[0] != self.n:
+                reason = f'expected {self.n} values, got {arr.size}'
+            elif not np.all(np.isfinite(arr)):
+                reason = 'non-finite value'
+            else:
+                clipped = np.minimum(np.maximum(arr, self.lo), self.hi)
+                was_clamped = bool(np.any(clipped != arr))
+                self.value = clipped
+                self.t = now
+                self.seq += 1
+                self.accepted += 1
+                self.clamped += was_clamped
+                return True, 'clamped' if was_clamped else ''
+            self.rejected += 1
+            self.last_reject_reason = reason
+            return False, reason
+
+    def get(self):
+        with self._lock:
+            return self.value.copy(), self.t, self.seq
+
+
+@dataclass
+class Request:
+    kind: str
+    done: threading.Event = field(default_factory=threading.Event)
+    success: bool = False
+    message: str = ''
+
+
+class CycleStats:
+    """Timing of each completed cycle: I/O (read + write) wall time, CPU time, achieved rate."""
+
+    def __init__(self):
+        self.cycles = 0
+        self.io_sum = self.io_max = self.cpu_sum = self.cpu_max = 0.0
+        self.window_start = None
+        self.window_cycles = 0
+        self.rate_hz = 0.0
+        self.overruns = 0
+        self._io0 = self._cpu0 = 0.0
+        self._c0 = 0
+
+    def record(self, now: float, io_s: float, cpu_s: float):
+        self.cycles += 1
+        self.io_sum += io_s
+        self.io_max = max(self.io_max, io_s)
+        self.cpu_sum += cpu_s
+        self.cpu_max = max(self.cpu_max, cpu_s)
+        self.window_cycles += 1
+        if self.window_start is None:
+            self.window_start, self.window_cycles = now, 0
+        elif now - self.window_start >= 1.0:
+            self.rate_hz = self.window_cycles / (now - self.window_start)
+            self.window_start, self.window_cycles = now, 0
+
+    def take_window(self):
+        """(mean io, max io, mean cpu, max cpu) since the last call; resets the maxima."""
+        n = max(1, self.cycles - self._c0)
+        out = (self.io_sum - self._io0) / n, self.io_max, (self.cpu_sum - self._cpu0) / n, self.cpu_max
+        self._io0, self._cpu0, self._c0 = self.io_sum, self.cpu_sum, self.cycles
+        self.io_max = self.cpu_max = 0.0
+        return out
+
+
+class BridgeCore:
+    """See the module docstring. ``bus`` is a :class:`servo_bus.ServoBus` (or a test double)."""
+
+    def __init__(self, config: BridgeConfig, bus, clock: Callable[[], float] = time.monotonic,
+                 log: Optional[Callable[[str, str], None]] = None):
+        self.cfg = config
+        self.bus = bus
+        self.clock = clock
+        self.log = log or (lambda level, msg: None)
+        self.joints = config.joints
+        self.n = len(self.joints)
+        self.names = config.names
+        self.current_mask = np.array([j.mode == 'current' for j in self.joints])
+        self.position_mask = ~self.current_mask
+        self.effort_limit = np.array([j.effort_limit for j in self.joints])
+        self.pos_lo = np.array([j.position_limits[0] for j in self.joints])
+        self.pos_hi = np.array([j.position_limits[1] for j in self.joints])
+        self.vel_limit = np.array([j.velocity_limit for j in self.joints])
+        # Goal Current written to current_position joints: their bound, in joint torque (+ after direction)
+        self._position_bound = np.array([j.direction * j.effort_limit * (1 - 1e-9) for j in self.joints])
+        self.effort_gate = CommandGate(-self.effort_limit, self.effort_limit)
+        self.position_gate = CommandGate(self.pos_lo, self.pos_hi)
+        self.backoff = Backoff(config['reconnect.initial_delay'], config['reconnect.max_delay'],
+                               config['reconnect.multiplier'])
+        self.timeout = config['command_timeout']
+        self.action = config['watchdog_action']
+        self.kp, self.kd = config['hold_gains.kp'], config['hold_gains.kd']
+        self.fault_after = config['fault_after_errors']
+        self.max_attempts = config['reconnect.max_attempts']
+
+        self.state = RECONNECTING
+        self.watchdog = WD_IDLE
+        self.watchdog_timeouts = 0
+        self.t_enabled = -math.inf
+        self.hold_q: Optional[np.ndarray] = None
+        self.last_fault = ''
+        self.fault_count = 0
+        self.fault_time = -math.inf
+        self.torque_off_failed: Dict[int, str] = {}
+        self.failed_attempts = 0
+        self.next_attempt = -math.inf     # first attempt at once
+        self.last_attempt_error = ''
+        self.gave_up = False
+        self.connected_once = False
+        self.reconnects = 0
+        self.consecutive_errors = 0
+        self.skipped_reads = 0
+        self.limit_interventions = 0
+        self.readings_published = 0
+        self.last_reading: Optional[JointReading] = None
+        self.last_stamp = -math.inf
+        self.last_command = np.zeros(self.n)
+        self.stats = CycleStats()
+        self._requests: 'queue.Queue[Request]' = queue.Queue()
+        self._seq_seen = (0, 0)
+
+    # ------------------------------------------------------------------ inputs (any thread)
+    def submit_effort(self, values, now: Optional[float] = None):
+        return self.effort_gate.submit(values, self.clock() if now is None else now)
+
+    def submit_position(self, values, now: Optional[float] = None):
+        return self.position_gate.submit(values, self.clock() if now is None else now)
+
+    def request(self, kind: str, timeout: float = 5.0) -> Request:
+        """Post 'enable' | 'disable' | 'reboot' to the cycle thread and wait for the outcome."""
+        req = Request(kind)
+        self._requests.put(req)
+        if not req.done.wait(timeout):
+            req.success, req.message = False, f'{kind}: no answer from the bridge loop within {timeout:g} s'
+        return req
+
+    @property
+    def commands_rejected(self):
+        return self.effort_gate.rejected + self.position_gate.rejected
+
+    @property
+    def commands_clamped(self):
+        return self.effort_gate.clamped + self.position_gate.clamped
+
+    # ------------------------------------------------------------------ the cycle (loop thread)
+    def cycle(self, now: Optional[float] = None) -> Optional[JointReading]:
+        """One bridge cycle. Returns a fresh valid reading to publish, or None."""
+        now = self.clock() if now is None else now
+        c0 = time.process_time()
+        self._serve_requests(now)
+        if self.state in (FAULT, RECONNECTING):
+            if not self.gave_up and now >= self.next_attempt:
+                self._attempt_reconnect(now)
+            return None
+        t0 = time.perf_counter()
+        try:
+            reading = self.bus.read_state()
+        except BusError as e:
+            self._fault(f'port lost: {e}', now)
+            return None
+        if not reading.ok:
+            self.consecutive_errors += 1
+            self.skipped_reads += 1
+            if self.consecutive_errors >= self.fault_after:
+                self._fault(f'read failed: {reading.error}', now)
+            return None
+        self.consecutive_errors = 0
+        if reading.alert:
+            bits = {i: b for i, b in reading.hardware_error.items() if b}
+            self._fault('hardware error: ' + ', '.join(
+                f'servo {i}: {ct.describe_hw_error(b)} (0x{b:02X})' for i, b in sorted(bits.items()))
+                if bits else 'hardware error: alert bit in status of servo(s) %s' % reading.faulted_ids, now)
+            return self._fresh(reading)
+        if not (np.all(np.isfinite(reading.position)) and np.all(np.isfinite(reading.velocity))):
+            self._fault('read returned non-finite values', now)
+            return None
+        if self.state == ENABLED:
+            try:
+                ok = self._write(reading, now)
+            except BusError as e:
+                self._fault(f'port lost during write: {e}', now)
+                return self._fresh(reading)
+            if not ok:
+                self._fault('sync write failed', now)
+        self.stats.record(now, time.perf_counter() - t0, time.process_time() - c0)
+        return self._fresh(reading)
+
+    def _fresh(self, reading: JointReading) -> Optional[JointReading]:
+        """Each reading is handed out once, with a strictly increasing stamp."""
+        if reading.stamp <= self.last_stamp:
+            return None
+        self.last_stamp = reading.stamp
+        self.last_reading = reading
+        self.readings_published += 1
+        return reading
+
+    # ------------------------------------------------------------------ command computation
+    def command(self, reading: JointReading, now: float):
+        """(efforts N m, positions rad) to write this cycle, after the watchdog and the soft limits."""
+        eff, t_e, seq_e = self.effort_gate.get()
+        pos, t_p, seq_p = self.position_gate.get()
+        times = []
+        if self.current_mask.any():
+            times.append(t_e)
+        if self.position_mask.any():
+            times.append(t_p)
+        t_last = max(min(times), self.t_enabled)
+        fresh_since_enable = min(times) > self.t_enabled
+        if now - t_last > self.timeout:
+            if self.watchdog != WD_TIMEOUT:
+                self.watchdog = WD_TIMEOUT
+                self.watchdog_timeouts += 1
+                self.hold_q = reading.position.copy()
+                self.log('warn', f'command watchdog: no valid command for {self.timeout:g} s -> {self.action}')
+        elif fresh_since_enable:
+            if self.watchdog == WD_TIMEOUT:
+                self.log('info', 'commands resumed')
+            self.watchdog = WD_OK
+            self.hold_q = None
+        else:
+            self.watchdog = WD_WAITING
+            if self.hold_q is None:
+                self.hold_q = reading.position.copy()
+        if self.watchdog == WD_TIMEOUT:
+            eff = np.clip(self.kp * (self.hold_q - reading.position) - self.kd * reading.velocity,
+                          -self.effort_limit, self.effort_limit)
+            pos = self.hold_q.copy()
+        elif self.watchdog == WD_WAITING:
+            eff = np.zeros(self.n)
+            pos = self.hold_q.copy()
+        pos = np.where(np.isfinite(pos), pos, reading.position)
+        # soft limits, current joints
+        q, qd = reading.position, reading.velocity
+        block = ((q >= self.pos_hi) & (eff > 0)) | ((q <= self.pos_lo) & (eff < 0)) \
+            | ((np.abs(qd) >= self.vel_limit) & (eff * qd > 0))
+        block &= self.current_mask
+        if block.any():
+            self.limit_interventions += int(block.sum())
+            eff = np.where(block, 0.0, eff)
+        return eff, pos
+
+    def _write(self, reading: JointReading, now: float) -> bool:
+        eff, pos = self.command(reading, now)
+        if self.watchdog == WD_TIMEOUT and self.action == 'torque_off':
+            failed = self.bus.disable()
+            self.state = DISABLED
+            self.hold_q = None
+            self.last_command[:] = 0.0
+            if failed:
+                self.torque_off_failed = dict(failed)
+                self._fault('watchdog torque-off not confirmed by servo(s) %s' % sorted(failed), now)
+            return True
+        ok = True
+        if self.current_mask.any():
+            tau = np.where(self.current_mask, eff, self._position_bound)
+            ok = self.bus.write_efforts(tau) and ok
+        if self.position_mask.any():
+            ok = self.bus.write_positions(pos) and ok
+        self.last_command = np.where(self.current_mask, eff, pos)
+        return ok
+
+    # ------------------------------------------------------------------ faults and recovery
+    def _fault(self, reason: str, now: float):
+        was = self.state
+        self.fault_count += 1
+        self.last_fault = reason
+        self.fault_time = now
+        self.state = FAULT
+        self.watchdog = WD_IDLE
+        self.hold_q = None
+        self.last_command[:] = 0.0
+        failed = {}
+        try:
+            failed = self.bus.disable()
+        except BusError as e:  # pragma: no cover - disable() does not raise for single servos
+            failed = {i: str(e) for i in self.bus.ids}
+        self.torque_off_failed = dict(failed)
+        self.failed_attempts = 0
+        self.gave_up = False
+        self.next_attempt = now + self.backoff.delay(0)
+        off = [i for i in self.bus.ids if i not in failed]
+        self.log('error', f'FAULT ({was}): {reason}; torque off confirmed by {off or "no servo"}'
+                 + (f', not by {sorted(failed)}' if failed else '')
+                 + f'; reconnecting in {self.backoff.delay(0):g} s')
+
+    def _attempt_reconnect(self, now: float):
+        self.state = RECONNECTING
+        bus = self.bus
+        try:
+            bus.reconnect()
+            found = bus.ping_all(require=True)
+            want = bus.model.model_number
+            wrong = {i: m for i, m in found.items() if m != want}
+            if wrong:
+                raise BusError('servo model mismatch (configured %s = %d): %s'
+                               % (bus.model.name, want, wrong))
+            hw = bus.read_hardware_errors()
+            bad = {i: b for i, b in hw.items() if b}
+            if bad:
+                raise BusError('hardware error ' + ', '.join(
+                    f'servo {i}: {ct.describe_hw_error(b)} (0x{b:02X})' for i, b in sorted(bad.items()))
+                    + ' - reboot the servo (~/reboot) or power-cycle it')
+            bus.configure()
+            r = bus.read_state()
+            if not r.ok:
+                raise BusError('first read failed: ' + r.error)
+            if r.alert:
+                raise BusError('hardware alert in first read')
+        except BusError as e:
+            self.failed_attempts += 1
+            self.last_attempt_error = str(e)
+            try:
+                bus.close()
+            except Exception:  # noqa: BLE001
+                pass
+            if self.max_attempts and self.failed_attempts >= self.max_attempts:
+                self.gave_up = True
+                self.log('error', f'reconnect: giving up after {self.failed_attempts} attempts: {e}')
+                return False
+            delay = self.backoff.delay(self.failed_attempts)
+            self.next_attempt = self.clock() + delay
+            self.log('warn', f'reconnect attempt {self.failed_attempts} failed: {e}; next in {delay:g} s')
+            return False
+        self.state = DISABLED
+        if self.connected_once:
+            self.reconnects += 1
+        self.connected_once = True
+        self.failed_attempts = 0
+        self.consecutive_errors = 0
+        self.last_attempt_error = ''
+        self.last_stamp = max(self.last_stamp, r.stamp)   # the probe read is not published
+        self.log('info', f'connected to {len(bus.ids)} servo(s) on {bus.config.port}; torque off (call ~/enable)')
+        return True
+
+    # ------------------------------------------------------------------ service requests
+    def _serve_requests(self, now: float):
+        while True:
+            try:
+                req = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                req.success, req.message = getattr(self, '_do_' + req.kind)(now)
+            except BusError as e:
+                req.success, req.message = False, f'{req.kind} failed: {e}'
+                self._fault(f'{req.kind} failed: {e}', now)
+            except Exception as e:  # noqa: BLE001 - never let a request kill the loop
+                req.success, req.message = False, f'{req.kind} failed: {e!r}'
+            req.done.set()
+
+    def _do_enable(self, now):
+        if self.state == ENABLED:
+            return True, 'already enabled'
+        if self.state != DISABLED:
+            why = self.last_fault or self.last_attempt_error or 'not connected yet'
+            return False, f'cannot enable in state {self.state}: {why}'
+        self.bus.enable()          # ServoCommError (a BusError) -> fault, all servos disabled again
+        self.state = ENABLED
+        self.t_enabled = now
+        self.watchdog = WD_WAITING
+        self.hold_q = None
+        self.log('info', 'torque enabled')
+        return True, f'torque enabled on {len(self.bus.ids)} servo(s); watchdog {self.timeout:g} s'
+
+    def _do_disable(self, now):
+        was = self.state
+        if self.state in (ENABLED, DISABLED):
+            failed = self.bus.disable()
+            self.state = DISABLED
+            self.watchdog = WD_IDLE
+            self.hold_q = None
+            if failed:
+                self.torque_off_failed = dict(failed)
+                self._fault('torque off not confirmed by servo(s) %s' % sorted(failed), now)
+                return False, 'torque off not confirmed by servo(s) %s' % sorted(failed)
+            return True, 'torque disabled' if was == ENABLED else 'already disabled'
+        return True, f'state {self.state}: torque was already switched off at the fault'
+
+    def _do_reboot(self, now):
+        if self.state == ENABLED:
+            return False, 'disable first (reboot switches torque off)'
+        bus = self.bus
+        if not bus.is_open:
+            bus.reconnect()
+        hw = bus.read_hardware_errors()
+        bad = [i for i, b in hw.items() if b]
+        if not bad:
+            return True, 'no servo reports a hardware error'
+        failed = {}
+        for i in bad:
+            err = bus.reboot(i)
+            if err:
+                failed[i] = err
+        if self.state in (FAULT, RECONNECTING):
+            self.next_attempt = now + 0.5   # servos need a moment after REBOOT
+            self.failed_attempts = 0
+            self.gave_up = False
+        if failed:
+            return False, f'reboot failed for {failed}'
+        return True, f'rebooted servo(s) {bad}'
+
+    # ------------------------------------------------------------------ reporting
+    def diagnostics(self) -> dict:
+        """Bridge-level values for /diagnostics (plain types)."""
+        c = self.bus.counters
+        io_mean, io_max, cpu_mean, cpu_max = self.stats.take_window()
+        now = self.clock()
+        v = {
+            'state': self.state,
+            'watchdog': self.watchdog,
+            'watchdog_action': self.action,
+            'watchdog_timeouts': self.watchdog_timeouts,
+            'loop_rate_hz': 1.0 / self.cfg_period if self.cfg_period else 0.0,
+            'achieved_rate_hz': round(self.stats.rate_hz, 1),
+            'cycle_io_mean_ms': round(1e3 * io_mean, 3),
+            'cycle_io_max_ms': round(1e3 * io_max, 3),
+            'cycle_cpu_mean_ms': round(1e3 * cpu_mean, 3),
+            'cycle_cpu_max_ms': round(1e3 * cpu_max, 3),
+            'overruns': self.stats.overruns,
+            'reads_ok': c.reads_ok,
+            'read_failures': c.read_failures,
+            'crc_errors': c.crc_errors,
+            'write_failures': c.write_failures,
+            'port_errors': c.port_errors,
+            'hardware_alerts': c.hw_alerts,
+            'skipped_reads': self.skipped_reads,
+            'readings_published': self.readings_published,
+            'commands_accepted': self.effort_gate.accepted + self.position_gate.accepted,
+            'commands_rejected': self.commands_rejected,
+            'commands_clamped': self.commands_clamped,
+            'bus_clamped': c.clamped,
+            'limit_interventions': self.limit_interventions,
+            'last_reject_reason': self.effort_gate.last_reject_reason or self.position_gate.last_reject_reason,
+            'faults': self.fault_count,
+            'last_fault': self.last_fault,
+            'last_fault_age_s': round(now - self.fault_time, 3) if self.fault_count else -1.0,
+            'torque_off_unconfirmed': ' '.join(map(str, sorted(self.torque_off_failed))),
+            'reconnects': self.reconnects,
+            'reconnect_failed_attempts': self.failed_attempts,
+            'reconnect_last_error': self.last_attempt_error,
+            'reconnect_next_in_s': round(max(0.0, self.next_attempt - now), 3)
+            if self.state in (FAULT, RECONNECTING) and not self.gave_up else -1.0,
+        }
+        return v
+
+    cfg_period = 0.0   # set by the loop owner (1 / loop_rate) for reporting
+
+    def level(self):
+        """(level 'ok'|'warn'|'error', message) summarising the bridge."""
+        if self.state in (FAULT, RECONNECTING):
+            if not self.connected_once and not self.fault_count:
+                return 'error' if self.failed_attempts else 'warn', \
+                    'connecting: ' + (self.last_attempt_error or 'first attempt') \
+                    + (' (gave up)' if self.gave_up else '')
+            return 'error', f'{self.state}: {self.last_fault or self.last_attempt_error}' \
+                + (' (gave up)' if self.gave_up else '')
+        if self.state == ENABLED and self.watchdog == WD_TIMEOUT:
+            return 'warn', 'enabled, command watchdog: holding position'
+        if self.state == DISABLED and self.watchdog == WD_TIMEOUT:
+            return 'warn', 'command watchdog fired: torque off (call ~/enable)'
+        if self.state == ENABLED:
+            return 'ok', 'enabled' + (' (waiting for the first command)' if self.watchdog == WD_WAITING else '')
+        return 'ok', 'torque disabled' + (f' (recovered from: {self.last_fault})' if self.fault_count else '')
+
+    def servo_status(self) -> List[dict]:
+        """Per-servo values from the latest valid reading (NaN if none yet)."""
+        r = self.last_reading
+        out = []
+        for k, j in enumerate(self.joints):
+            bits = self.bus.hardware_error.get(j.servo_id, 0) if hasattr(self.bus, 'hardware_error') else 0
+            out.append({
+                'joint': j.name, 'servo_id': j.servo_id, 'mode': j.mode,
+                'temperature_c': float(r.temperature[k]) if r is not None else float('nan'),
+                'voltage_v': float(r.voltage[k]) if r is not None else float('nan'),
+                'hardware_error': int(bits),
+                'hardware_error_text': ct.describe_hw_error(bits),
+                'position_rad': float(r.position[k]) if r is not None else float('nan'),
+                'command': float(self.last_command[k]),
+                'torque_off_unconfirmed': j.servo_id in self.torque_off_failed,
+            })
+        return out
+
+    def shutdown(self):
+        """Torque off and close (called once, from the loop thread or after it stopped)."""
+        try:
+            if self.bus.is_open:
+                self.bus.disable()
+        except BusError:
+            pass
+        finally:
+            self.bus.close()
+        self.state = DISABLED

@@ -1,0 +1,430 @@
+"""BridgeCore (no ROS): parameters, command validation/clamping, watchdog, faults, back-off, reconnect.
+
+Runs the core against the real vendor SDK on a real pty served by ServoEmulator (in this process).
+Time for the watchdog and the back-off is passed in explicitly (``cycle(now)``), so these tests do
+not depend on machine load; only the serial replies use the wall clock (generous read timeout).
+"""
+import importlib
+import importlib.machinery
+import math
+import os
+import sys
+
+
+def _use_real_package(name="flexarm_control"):
+    """See test_dxl_protocol.py: undo pytest#13257 namespace shadowing."""
+    mod = sys.modules.get(name)
+    if mod is None or getattr(mod, "__file__", None):
+        return
+    spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p])
+    if spec is not None and spec.origin and spec.origin.endswith("__init__.py"):
+        del sys.modules[name]
+        importlib.import_module(name)
+
+
+_use_real_package()
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from flexarm_control.bridge import control_table as ct  # noqa: E402
+from flexarm_control.bridge.config import BridgeConfig, ConfigError, flatten, load_yaml  # noqa: E402
+from flexarm_control.bridge.core import (DISABLED, ENABLED, FAULT, RECONNECTING, WD_OK,  # noqa: E402
+                                         WD_TIMEOUT, WD_WAITING, Backoff, BridgeCore)
+from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
+from flexarm_control.bridge.servo_bus import ServoBus  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+KT = 1.5
+
+
+def params(port, **over):
+    p = {
+        'port': port, 'baud_rate': 1000000, 'loop_rate': 250.0, 'command_timeout': 0.2,
+        'read_timeout': 0.25, 'hardware_status_period': 0,
+        'reconnect': {'initial_delay': 0.1, 'max_delay': 0.8, 'multiplier': 2.0},
+        'joint_names': ['a', 'b'],
+        'joints': {
+            'a': {'servo_id': 1, 'torque_constant': KT, 'current_limit': 0.5},
+            'b': {'servo_id': 2, 'torque_constant': KT, 'direction': -1, 'gear_ratio': 2.0,
+                  'zero_offset': 0.3, 'current_limit': 0.4, 'effort_limit': 0.5},
+        },
+    }
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(p.get(k), dict):
+            p[k] = {**p[k], **v}
+        else:
+            p[k] = v
+    return flatten(p)
+
+
+@pytest.fixture
+def emu(tmp_path):
+    e = ServoEmulator([1, 2], link_path=str(tmp_path / 'ttyDXL'))
+    yield e
+    e.close()
+
+
+def make_core(emu, **over):
+    cfg = BridgeConfig.from_mapping(params(emu.port_name, **over))
+    logs = []
+    core = BridgeCore(cfg, ServoBus(cfg.bus_config()), log=lambda lvl, m: logs.append((lvl, m)))
+    core.logs = logs
+    return core
+
+
+@pytest.fixture
+def core(emu):
+    c = make_core(emu)
+    yield c
+    c.shutdown()
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def connect(core, t=0.0):
+    core.cycle(now=t)
+    assert core.state == DISABLED, core.last_attempt_error
+
+
+def enable(core, t):
+    core._requests.put(req := __import__('flexarm_control.bridge.core', fromlist=['Request']).Request('enable'))
+    core.cycle(now=t)
+    assert req.success, req.message
+    assert core.state == ENABLED
+
+
+# ----------------------------------------------------------------------------- configuration
+def test_shipped_yaml_is_valid():
+    cfg = load_yaml(os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml'))
+    assert cfg.names == ['shoulder', 'elbow']
+    assert cfg['watchdog_action'] == 'torque_off'
+    sh = cfg.joints[0]
+    # effort limit = current limit (rounded down to whole LSB) x k_t x gear
+    assert sh.effort_limit == pytest.approx(1.0 * 1.78, rel=3e-3) and sh.effort_limit <= 1.78
+
+
+@pytest.mark.parametrize('name,value,match', [
+    ('loop_rate', 5000.0, 'loop_rate'),
+    ('baud_rate', 12345, 'baud_rate'),
+    ('watchdog_action', 'brake', 'watchdog_action'),
+    ('command_timeout', 0.0, 'command_timeout'),
+    ('joints.a.direction', 2, 'joints.a.direction'),
+    ('joints.a.mode', 'pwm', 'joints.a.mode'),
+    ('joints.a.current_limit', 50.0, 'joints.a.current_limit'),
+    ('joints.b.position_limits', [1.0, -1.0], 'joints.b.position_limits'),
+    ('joints.a.torque_constant', float('nan'), 'joints.a.torque_constant'),
+    ('joints.b.servo_id', 1, 'joints'),            # duplicate id
+    ('joints.c.servo_id', 3, 'joints.c'),          # joint not in joint_names
+    ('joints.a.servoid', 3, 'joints.a.servoid'),   # typo
+    ('loop_rat', 3, 'loop_rat'),                   # typo
+    ('reconnect.max_delay', 0.01, 'reconnect.max_delay'),
+])
+def test_invalid_parameters_are_named(name, value, match):
+    p = params('/dev/null')
+    p[name] = value
+    with pytest.raises(ConfigError) as ei:
+        BridgeConfig.from_mapping(p)
+    assert ei.value.name == match, str(ei.value)
+    assert f"'{match}'" in str(ei.value)
+
+
+def test_missing_joint_names_and_servo_id():
+    p = params('/dev/null')
+    del p['joint_names']
+    with pytest.raises(ConfigError, match='joint_names'):
+        BridgeConfig.from_mapping(p)
+    p = params('/dev/null')
+    del p['joints.b.servo_id']
+    with pytest.raises(ConfigError, match='joints.b.servo_id'):
+        BridgeConfig.from_mapping(p)
+
+
+def test_backoff_schedule():
+    b = Backoff(0.1, 2.0, 2.0)
+    assert b.schedule(7) == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0])
+    assert Backoff(0.5, 0.5, 3.0).schedule(3) == [0.5, 0.5, 0.5]
+    assert Backoff(0.1, 5.0, 2.0).delay(10 ** 6) == 5.0
+
+
+# ----------------------------------------------------------------------------- normal operation
+def test_starts_disabled_torque_off_and_reads(core, emu):
+    assert core.state == RECONNECTING
+    assert core.cycle(now=0.0) is None          # connect attempt (its probe read is not published)
+    assert core.state == DISABLED
+    assert not emu.torque_enabled(1) and not emu.torque_enabled(2)
+    r = core.cycle(now=0.004)
+    assert r is not None and r.ok and r.names == ['a', 'b']
+    # joint b: q = -theta/2 + 0.3 with theta = 0
+    assert r.position == pytest.approx([0.0, 0.3], abs=2e-3)
+    # a command while disabled is accepted but nothing is written
+    core.submit_effort([0.3, 0.3], now=0.005)
+    core.cycle(now=0.008)
+    assert emu.servos[1].get(ct.GOAL_CURRENT) == 0
+
+
+def test_enable_commands_units_and_sign(core, emu):
+    connect(core)
+    enable(core, 0.01)
+    assert emu.torque_enabled(1) and emu.torque_enabled(2)
+    assert core.watchdog == WD_WAITING
+    ok, _ = core.submit_effort([0.3, 0.2], now=0.02)
+    assert ok
+    core.cycle(now=0.03)
+    assert core.watchdog == WD_OK
+    lsb = ct.DEFAULT_MODEL.current_amp_per_lsb
+    # a: i = tau / kt ; b: i = -tau / (kt * 2)
+    assert emu.servos[1].get(ct.GOAL_CURRENT) == round(0.3 / KT / lsb)
+    assert emu.servos[2].get(ct.GOAL_CURRENT) == round(-0.2 / (KT * 2) / lsb)
+
+
+def test_validation_rejects_and_keeps_previous_command(core, emu):
+    connect(core)
+    enable(core, 0.01)
+    core.submit_effort([0.1, 0.1], now=0.02)
+    for bad in ([math.nan, 0.0], [0.0, math.inf], [1.0], [1.0, 2.0, 3.0], [], ['x', 1]):
+        ok, reason = core.submit_effort(bad, now=0.03)
+        assert not ok and reason
+    assert core.commands_rejected == 6
+    core.cycle(now=0.05)
+    assert emu.servos[1].get(ct.GOAL_CURRENT) == round(0.1 / KT / ct.DEFAULT_MODEL.current_amp_per_lsb)
+    assert core.diagnostics()['last_reject_reason']
+
+
+def test_clamping_to_effort_limits(core, emu):
+    connect(core)
+    enable(core, 0.01)
+    ok, reason = core.submit_effort([100.0, -100.0], now=0.02)
+    assert ok and reason == 'clamped'
+    assert core.commands_clamped == 1
+    core.cycle(now=0.03)
+    lim_a = int(0.5 / ct.DEFAULT_MODEL.current_amp_per_lsb)
+    assert emu.servos[1].get(ct.GOAL_CURRENT) == lim_a                     # current limit 0.5 A
+    # b: effort_limit 0.5 N m < 0.4 A * 1.5 * 2 = 1.2 N m -> i = +0.5 / 3 A (direction -1, tau < 0)
+    assert emu.servos[2].get(ct.GOAL_CURRENT) == round(0.5 / 3.0 / ct.DEFAULT_MODEL.current_amp_per_lsb)
+    assert core.effort_limit == pytest.approx([lim_a * ct.DEFAULT_MODEL.current_amp_per_lsb * KT, 0.5])
+
+
+def test_soft_position_limit_cuts_outward_torque(emu):
+    c = make_core(emu, joints={'a': {'servo_id': 1, 'torque_constant': KT, 'current_limit': 0.5,
+                                     'position_limits': [-1.0, 0.05]},
+                               'b': {'servo_id': 2, 'torque_constant': KT}})
+    try:
+        connect(c)
+        enable(c, 0.01)
+        emu.plant.q[0] = 0.2                      # joint a beyond its upper limit
+        c.submit_effort([0.3, 0.0], now=0.02)
+        c.cycle(now=0.03)
+        assert emu.servos[1].get(ct.GOAL_CURRENT) == 0
+        assert c.limit_interventions >= 1
+        c.submit_effort([-0.3, 0.0], now=0.04)    # back towards the range: allowed
+        c.cycle(now=0.05)
+        assert emu.servos[1].get(ct.GOAL_CURRENT) < 0
+    finally:
+        c.shutdown()
+
+
+# ----------------------------------------------------------------------------- watchdog
+def test_watchdog_torque_off_is_latched(core, emu):
+    connect(core)
+    enable(core, 0.0)
+    core.submit_effort([0.2, 0.2], now=0.01)
+    core.cycle(now=0.1)
+    assert core.watchdog == WD_OK and emu.torque_enabled(1)
+    core.cycle(now=0.2)                        # 0.19 s after the command: still fresh
+    assert core.state == ENABLED
+    core.cycle(now=0.22)                       # 0.21 s > 0.2 s timeout
+    assert core.state == DISABLED and core.watchdog == WD_TIMEOUT
+    assert not emu.torque_enabled(1) and not emu.torque_enabled(2)
+    assert core.watchdog_timeouts == 1
+    assert core.level()[0] == 'warn'
+    core.submit_effort([0.2, 0.2], now=0.3)    # a late command does not re-arm the servos
+    core.cycle(now=0.31)
+    assert core.state == DISABLED and not emu.torque_enabled(1)
+
+
+def test_watchdog_from_enable_without_any_command(core, emu):
+    connect(core)
+    core.submit_effort([0.2, 0.2], now=0.0)    # before enable: does not count as fresh
+    enable(core, 1.0)
+    core.cycle(now=1.1)
+    assert core.watchdog == WD_WAITING and emu.servos[1].get(ct.GOAL_CURRENT) == 0
+    core.cycle(now=1.25)
+    assert core.state == DISABLED and core.watchdog == WD_TIMEOUT
+
+
+def test_watchdog_hold_position_until_next_command(emu):
+    c = make_core(emu, watchdog_action='hold_position', hold_gains={'kp': 5.0, 'kd': 0.0})
+    try:
+        connect(c)
+        enable(c, 0.0)
+        c.submit_effort([0.2, 0.0], now=0.01)
+        c.cycle(now=0.02)
+        c.cycle(now=0.3)                            # timeout -> hold here
+        assert c.state == ENABLED and c.watchdog == WD_TIMEOUT and c.level()[0] == 'warn'
+        q_hold = c.hold_q.copy()
+        emu.plant.q[0] += 0.05                      # pushed away: restoring torque toward q_hold
+        c.cycle(now=0.31)
+        assert emu.servos[1].get(ct.GOAL_CURRENT) < 0
+        assert c.hold_q == pytest.approx(q_hold)
+        c.submit_effort([0.1, 0.0], now=0.32)       # next command resumes
+        c.cycle(now=0.33)
+        assert c.watchdog == WD_OK and emu.servos[1].get(ct.GOAL_CURRENT) > 0
+    finally:
+        c.shutdown()
+
+
+# ----------------------------------------------------------------------------- faults
+def test_silent_servo_fault_torque_off_all_then_reconnect_with_backoff(core, emu):
+    connect(core)
+    enable(core, 0.0)
+    core.submit_effort([0.1, 0.1], now=0.0)
+    core.cycle(now=0.01)
+    emu.set_silent(True)
+    assert core.cycle(now=0.02) is None                 # read timeout -> fault
+    assert core.state == FAULT and 'timeout' in core.last_fault
+    # torque-off writes were sent (and applied by the emulator) even though nobody answers
+    assert not emu.torque_enabled(1) and not emu.torque_enabled(2)
+    assert core.level()[0] == 'error'
+    assert core.cycle(now=0.05) is None and core.state == FAULT     # before initial_delay (0.1 s)
+    core.cycle(now=0.13)                                             # attempt 1 fails
+    assert core.state == RECONNECTING and core.failed_attempts == 1
+    assert core.next_attempt >= core.clock() + 0.15                  # next delay 0.2 s
+    emu.set_silent(False)
+    core.cycle(now=core.next_attempt - 1e-3)
+    assert core.state == RECONNECTING
+    core.cycle(now=core.next_attempt + 1e-3)
+    assert core.state == DISABLED and core.reconnects == 1           # recovered, torque stays off
+    assert not emu.torque_enabled(1)
+    assert core.cycle(now=10.0) is not None
+
+
+def test_crc_error_never_published_and_counted(core, emu):
+    connect(core)
+    stamps = [core.cycle(now=0.01).stamp]
+    emu.corrupt_next(1, 'crc')
+    assert core.cycle(now=0.02) is None
+    assert core.bus.counters.crc_errors == 1 and core.state == FAULT
+    core.cycle(now=0.2)
+    assert core.state == DISABLED
+    r = core.cycle(now=0.3)
+    assert r is not None and r.stamp > stamps[-1]
+
+
+def test_tolerated_errors_below_fault_threshold(emu):
+    c = make_core(emu, fault_after_errors=3)
+    try:
+        connect(c)
+        for k in range(2):
+            emu.corrupt_next(1, 'truncate' if k else 'crc')
+            assert c.cycle(now=0.01 * (k + 1)) is None
+        assert c.state == DISABLED and c.skipped_reads == 2
+        assert c.cycle(now=0.03) is not None
+    finally:
+        c.shutdown()
+
+
+def test_hardware_error_torque_off_all_and_reboot(core, emu):
+    connect(core)
+    enable(core, 0.0)
+    core.submit_effort([0.1, 0.1], now=0.0)
+    core.cycle(now=0.01)
+    emu.set_hardware_error(2, ct.HW_OVERLOAD)          # servo 2 shuts itself down
+    r = core.cycle(now=0.02)
+    assert r is not None and r.ok                        # that reading itself is valid
+    assert core.state == FAULT and 'overload' in core.last_fault
+    assert not emu.torque_enabled(1) and not emu.torque_enabled(2)
+    core.cycle(now=0.2)                                  # the error persists: attempt fails
+    assert core.state == RECONNECTING and 'hardware error' in core.last_attempt_error
+    req = __import__('flexarm_control.bridge.core', fromlist=['Request']).Request('reboot')
+    core._requests.put(req)
+    core.cycle(now=0.3)
+    assert req.success and '2' in req.message, req.message
+    assert emu.servos[2].hardware_error == 0
+    core.cycle(now=1.0)
+    assert core.state == DISABLED
+
+
+def test_port_lost_and_back(core, emu):
+    connect(core)
+    enable(core, 0.0)
+    emu.close_port()
+    core.cycle(now=0.01)
+    assert core.state == FAULT and 'port' in core.last_fault
+    core.cycle(now=0.2)
+    assert core.state == RECONNECTING
+    emu.reopen_port()                                    # same link path, new pty
+    core.cycle(now=core.next_attempt + 0.001)
+    assert core.state == DISABLED, core.last_attempt_error
+    assert core.cycle(now=5.0) is not None
+
+
+def test_enable_refused_while_reconnecting(emu):
+    emu.set_silent(True)
+    c = make_core(emu)
+    try:
+        c.cycle(now=0.0)
+        assert c.state == RECONNECTING and c.level()[0] == 'error'
+        from flexarm_control.bridge.core import Request
+        req = Request('enable')
+        c._requests.put(req)
+        c.cycle(now=0.01)
+        assert not req.success and 'reconnecting' in req.message
+        assert not emu.torque_enabled(1)
+    finally:
+        c.shutdown()
+
+
+def test_max_attempts_gives_up(emu):
+    emu.set_silent(True)
+    c = make_core(emu, reconnect={'max_attempts': 2})
+    try:
+        c.cycle(now=0.0)
+        c.cycle(now=c.next_attempt + 1e-3)
+        assert c.gave_up and '(gave up)' in c.level()[1]
+    finally:
+        c.shutdown()
+
+
+def test_position_mode_joint(emu):
+    c = make_core(emu, joints={'a': {'servo_id': 1, 'torque_constant': KT, 'mode': 'current_position',
+                                     'position_limits': [-1.0, 1.0]},
+                               'b': {'servo_id': 2, 'torque_constant': KT}})
+    try:
+        connect(c)
+        enable(c, 0.0)
+        c.submit_effort([0.0, 0.1], now=0.005)
+        ok, why = c.submit_position([5.0, 0.0], now=0.005)            # clamped to 1.0 rad
+        assert ok and why == 'clamped'
+        c.cycle(now=0.01)
+        assert emu.servos[1].get(ct.GOAL_POSITION) == ct.rad_to_counts(1.0)
+        assert emu.servos[1].get(ct.OPERATING_MODE) == ct.MODE_CURRENT_BASED_POSITION
+        assert emu.servos[1].get(ct.GOAL_CURRENT) == emu.servos[1].get(ct.CURRENT_LIMIT)  # bound kept
+        assert emu.servos[2].get(ct.GOAL_CURRENT) > 0
+        c.submit_effort([0.0, 0.1], now=0.25)                       # effort fresh, position stale
+        c.cycle(now=0.26)
+        assert c.state == DISABLED and c.watchdog == WD_TIMEOUT
+    finally:
+        c.shutdown()
+
+
+def test_diagnostics_values_are_plain(core, emu):
+    connect(core)
+    core.cycle(now=0.01)
+    d = core.diagnostics()
+    for key in ('state', 'watchdog', 'achieved_rate_hz', 'cycle_io_mean_ms', 'cycle_io_max_ms', 'read_failures',
+                'crc_errors', 'write_failures', 'commands_rejected', 'commands_clamped', 'reconnects'):
+        assert key in d
+    s = core.servo_status()
+    assert [x['servo_id'] for x in s] == [1, 2]
+    assert s[0]['voltage_v'] == pytest.approx(12.0) and s[0]['temperature_c'] == pytest.approx(35.0)
+    assert all(isinstance(v, (int, float, str, bool)) for v in d.values())
+    assert np.isfinite(s[0]['position_rad'])
