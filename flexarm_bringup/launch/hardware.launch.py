@@ -22,9 +22,16 @@ CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
 SHAPERS = ('none', 'zv', 'zvd')
 
 
+def _arm_path(arm, share):
+    """A name of a file in config/arms ('spatial_3r') -> its installed path; paths unchanged."""
+    if os.sep in arm or arm.endswith(('.yaml', '.yml')):
+        return arm
+    return os.path.join(share, 'config', 'arms', arm + '.yaml')
+
+
 def _nodes(context):
     share = FindPackageShare('flexarm_bringup').perform(context)
-    arm = LaunchConfiguration('arm').perform(context)
+    arm = _arm_path(LaunchConfiguration('arm').perform(context), share)
     controller = LaunchConfiguration('controller').perform(context)
     shaping = LaunchConfiguration('shaping').perform(context)
     actions = [Node(

@@ -24,9 +24,16 @@ TIME_MODES = ('realtime', 'simtime', 'lockstep')
 SHAPERS = ('none', 'zv', 'zvd')
 
 
+def _arm_path(arm, share):
+    """A name of a file in config/arms ('spatial_3r') -> its installed path; paths unchanged."""
+    if os.sep in arm or arm.endswith(('.yaml', '.yml')):
+        return arm
+    return os.path.join(share, 'config', 'arms', arm + '.yaml')
+
+
 def _nodes(context):
     share = FindPackageShare('flexarm_bringup').perform(context)
-    arm = LaunchConfiguration('arm').perform(context)
+    arm = _arm_path(LaunchConfiguration('arm').perform(context), share)
     controller = LaunchConfiguration('controller').perform(context)
     time_mode = LaunchConfiguration('time_mode').perform(context)
     rate = LaunchConfiguration('rate').perform(context)
@@ -39,7 +46,7 @@ def _nodes(context):
         package='flexarm_sim', executable='plant', name='plant', output='screen',
         parameters=[os.path.join(share, 'config', 'plant.yaml'), plant_overrides])]
     if controller != 'none':
-        overrides = {'arm': arm, 'use_sim_time': time_mode != 'realtime'}
+        overrides = {'arm': arm, 'use_sim_time': time_mode != 'realtime', 'lockstep': time_mode == 'lockstep'}
         if shaping:
             overrides['shaping'] = shaping
         actions.append(Node(

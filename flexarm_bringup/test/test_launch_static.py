@@ -412,7 +412,10 @@ def test_wiring(name, args):
         assert head in by_name
         ctrl = [c for c in CONTROLLERS if c in by_name]
         assert ctrl == ([] if controller == 'none' else [controller])
-        arm = args.get('arm', os.path.join(PKG, 'config', 'arms', 'deluca_two_link.yaml'))
+        arm = args.get('arm', 'deluca_two_link')
+        if '/' not in arm:                                       # names resolved to the installed file
+            arm = os.path.join(PKG, 'config', 'arms', arm + '.yaml')
+        assert os.path.isfile(arm)
         for n in nodes:
             if n['name'] not in ('rviz2', 'robot_state_publisher', 'hardware_bridge'):
                 assert _overrides(n).get('arm') == arm, n['name']      # one arm for every model user
@@ -424,6 +427,7 @@ def test_wiring(name, args):
                 assert ov['loop_rate'] == float(args['rate'])
             for c in ctrl:
                 assert _overrides(by_name[c])['use_sim_time'] == (args.get('time_mode', 'realtime') != 'realtime')
+                assert _overrides(by_name[c])['lockstep'] == (args.get('time_mode') == 'lockstep')
         for c in ctrl:
             assert _overrides(by_name[c]).get('shaping') == args.get('shaping')
         assert ('rviz2' in by_name) == (args.get('rviz') == 'true')
@@ -495,12 +499,36 @@ def test_launch_arguments_match_readme():
     assert table == declared
 
 
-def test_controllers_yaml_sections():
+def controller_node_parameters():
+    """{controller: set of parameter names} declared by flexarm_control's controller nodes (source text:
+    the base class's declare_parameter calls + each node class's GAIN_PARAMS)."""
+    path = os.path.join(ROOT, 'flexarm_control', 'flexarm_control', 'nodes', 'controller_node.py')
+    tree = ast.parse(open(path, encoding='utf-8').read())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    base = set()
+    for node in ast.walk(classes['ControllerNode']):
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', getattr(node.func, 'attr', '')) in (
+                'p', 'declare_parameter') and node.args and isinstance(node.args[0], ast.Constant):
+            base.add(node.args[0].value)
+    nodes = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'NODES')
+    out = {}
+    for key, cls in zip(nodes.value.keys, nodes.value.values):
+        gains = set()
+        for stmt in classes[cls.id].body:
+            if isinstance(stmt, ast.Assign) and getattr(stmt.targets[0], 'id', '') == 'GAIN_PARAMS':
+                gains = {k.value for k in stmt.value.keys}
+        out[key.value] = base | gains
+    return out
+
+
+def test_controllers_yaml_matches_the_nodes():
     data = yaml.safe_load(open(os.path.join(PKG, 'config', 'controllers.yaml'), encoding='utf-8'))
     assert set(data) == set(CONTROLLERS)
+    declared = controller_node_parameters()
+    assert set(declared) == set(CONTROLLERS)
     for c in CONTROLLERS:
         p = data[c]['ros__parameters']
-        assert {'arm', 'rate', 'shaping', 'default_move'} <= set(p)
+        assert set(p) == declared[c], c                 # every parameter documented, none invented
         assert p['shaping'] in ('none', 'zv', 'zvd')
         assert p['rate'] > 0
 
