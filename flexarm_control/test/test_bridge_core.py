@@ -90,6 +90,22 @@ class Clock:
         return self.t
 
 
+def goal(core, emu, sid, item):
+    """A Goal item as the emulator has it, after a round trip (sync writes get no reply)."""
+    core.bus.ping_all()
+    return emu.servos[sid].get(item)
+
+
+def recover(core, t):
+    """Run reconnect attempts (explicit time) until DISABLED; returns the time reached."""
+    for _ in range(6):
+        t = max(t, core.next_attempt) + 1e-3
+        core.cycle(now=t)
+        if core.state == DISABLED:
+            return t
+    raise AssertionError(f'no recovery: {core.last_attempt_error}')
+
+
 def connect(core, t=0.0):
     core.cycle(now=t)
     assert core.state == DISABLED, core.last_attempt_error
@@ -168,7 +184,7 @@ def test_starts_disabled_torque_off_and_reads(core, emu):
     # a command while disabled is accepted but nothing is written
     core.submit_effort([0.3, 0.3], now=0.005)
     core.cycle(now=0.008)
-    assert emu.servos[1].get(ct.GOAL_CURRENT) == 0
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == 0
 
 
 def test_enable_commands_units_and_sign(core, emu):
@@ -182,8 +198,8 @@ def test_enable_commands_units_and_sign(core, emu):
     assert core.watchdog == WD_OK
     lsb = ct.DEFAULT_MODEL.current_amp_per_lsb
     # a: i = tau / kt ; b: i = -tau / (kt * 2)
-    assert emu.servos[1].get(ct.GOAL_CURRENT) == round(0.3 / KT / lsb)
-    assert emu.servos[2].get(ct.GOAL_CURRENT) == round(-0.2 / (KT * 2) / lsb)
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.3 / KT / lsb)
+    assert goal(core, emu, 2, ct.GOAL_CURRENT) == round(-0.2 / (KT * 2) / lsb)
 
 
 def test_validation_rejects_and_keeps_previous_command(core, emu):
@@ -195,7 +211,7 @@ def test_validation_rejects_and_keeps_previous_command(core, emu):
         assert not ok and reason
     assert core.commands_rejected == 6
     core.cycle(now=0.05)
-    assert emu.servos[1].get(ct.GOAL_CURRENT) == round(0.1 / KT / ct.DEFAULT_MODEL.current_amp_per_lsb)
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.1 / KT / ct.DEFAULT_MODEL.current_amp_per_lsb)
     assert core.diagnostics()['last_reject_reason']
 
 
@@ -207,9 +223,9 @@ def test_clamping_to_effort_limits(core, emu):
     assert core.commands_clamped == 1
     core.cycle(now=0.03)
     lim_a = int(0.5 / ct.DEFAULT_MODEL.current_amp_per_lsb)
-    assert emu.servos[1].get(ct.GOAL_CURRENT) == lim_a                     # current limit 0.5 A
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == lim_a                     # current limit 0.5 A
     # b: effort_limit 0.5 N m < 0.4 A * 1.5 * 2 = 1.2 N m -> i = +0.5 / 3 A (direction -1, tau < 0)
-    assert emu.servos[2].get(ct.GOAL_CURRENT) == round(0.5 / 3.0 / ct.DEFAULT_MODEL.current_amp_per_lsb)
+    assert goal(core, emu, 2, ct.GOAL_CURRENT) == round(0.5 / 3.0 / ct.DEFAULT_MODEL.current_amp_per_lsb)
     assert core.effort_limit == pytest.approx([lim_a * ct.DEFAULT_MODEL.current_amp_per_lsb * KT, 0.5])
 
 
@@ -223,11 +239,11 @@ def test_soft_position_limit_cuts_outward_torque(emu):
         emu.plant.q[0] = 0.2                      # joint a beyond its upper limit
         c.submit_effort([0.3, 0.0], now=0.02)
         c.cycle(now=0.03)
-        assert emu.servos[1].get(ct.GOAL_CURRENT) == 0
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) == 0
         assert c.limit_interventions >= 1
         c.submit_effort([-0.3, 0.0], now=0.04)    # back towards the range: allowed
         c.cycle(now=0.05)
-        assert emu.servos[1].get(ct.GOAL_CURRENT) < 0
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) < 0
     finally:
         c.shutdown()
 
@@ -256,7 +272,7 @@ def test_watchdog_from_enable_without_any_command(core, emu):
     core.submit_effort([0.2, 0.2], now=0.0)    # before enable: does not count as fresh
     enable(core, 1.0)
     core.cycle(now=1.1)
-    assert core.watchdog == WD_WAITING and emu.servos[1].get(ct.GOAL_CURRENT) == 0
+    assert core.watchdog == WD_WAITING and goal(core, emu, 1, ct.GOAL_CURRENT) == 0
     core.cycle(now=1.25)
     assert core.state == DISABLED and core.watchdog == WD_TIMEOUT
 
@@ -273,11 +289,11 @@ def test_watchdog_hold_position_until_next_command(emu):
         q_hold = c.hold_q.copy()
         emu.plant.q[0] += 0.05                      # pushed away: restoring torque toward q_hold
         c.cycle(now=0.31)
-        assert emu.servos[1].get(ct.GOAL_CURRENT) < 0
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) < 0
         assert c.hold_q == pytest.approx(q_hold)
         c.submit_effort([0.1, 0.0], now=0.32)       # next command resumes
         c.cycle(now=0.33)
-        assert c.watchdog == WD_OK and emu.servos[1].get(ct.GOAL_CURRENT) > 0
+        assert c.watchdog == WD_OK and goal(c, emu, 1, ct.GOAL_CURRENT) > 0
     finally:
         c.shutdown()
 
@@ -313,9 +329,8 @@ def test_crc_error_never_published_and_counted(core, emu):
     emu.corrupt_next(1, 'crc')
     assert core.cycle(now=0.02) is None
     assert core.bus.counters.crc_errors == 1 and core.state == FAULT
-    core.cycle(now=0.2)
-    assert core.state == DISABLED
-    r = core.cycle(now=0.3)
+    t = recover(core, 0.2)
+    r = core.cycle(now=t + 0.1)
     assert r is not None and r.stamp > stamps[-1]
 
 
@@ -405,10 +420,10 @@ def test_position_mode_joint(emu):
         ok, why = c.submit_position([5.0, 0.0], now=0.005)            # clamped to 1.0 rad
         assert ok and why == 'clamped'
         c.cycle(now=0.01)
-        assert emu.servos[1].get(ct.GOAL_POSITION) == ct.rad_to_counts(1.0)
+        assert goal(c, emu, 1, ct.GOAL_POSITION) == ct.rad_to_counts(1.0)
         assert emu.servos[1].get(ct.OPERATING_MODE) == ct.MODE_CURRENT_BASED_POSITION
-        assert emu.servos[1].get(ct.GOAL_CURRENT) == emu.servos[1].get(ct.CURRENT_LIMIT)  # bound kept
-        assert emu.servos[2].get(ct.GOAL_CURRENT) > 0
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) == emu.servos[1].get(ct.CURRENT_LIMIT)  # bound kept
+        assert goal(c, emu, 2, ct.GOAL_CURRENT) > 0
         c.submit_effort([0.0, 0.1], now=0.25)                       # effort fresh, position stale
         c.cycle(now=0.26)
         assert c.state == DISABLED and c.watchdog == WD_TIMEOUT
