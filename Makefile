@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make setup  - create .venv (ROS 2 wheels + pinned deps) and colcon-build the workspace"
-	@echo "make demo   - run the main job (simulate the De Luca arm, print a summary)"
+	@echo "make demo   - simulate the De Luca arm under modal feedback (ROS 2 nodes): summary, out/demo.png, out/demo.mcap"
 	@echo "make test   - setup, then the whole test suite (all packages + system tests)"
 	@echo "make bench  - run the benchmarks and print tables"
 
@@ -18,8 +18,11 @@ setup:
 test: setup
 	@$(ENV) python -m pytest -c pytest.ini $(PYTEST_ARGS)
 
+DEMO_OUT ?= out
 demo: setup
-	@$(ENV) flexarm demo
+	@mkdir -p $(DEMO_OUT)
+	@$(ENV) flexarm run --arm deluca_two_link --controller modal --duration 6 \
+		--record $(DEMO_OUT)/demo.mcap --plot $(DEMO_OUT)/demo.png
 
 bench: setup
 	@$(ENV) python bench/run_all.py

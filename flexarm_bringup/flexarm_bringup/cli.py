@@ -1,27 +1,20 @@
 """`flexarm` — the user-facing command of the project.
 
-Subcommands are registered by small modules (one job each); this file only dispatches.
+Subcommands are registered by small modules (one job each); this file only dispatches:
+  flexarm run    simulate an arm under a controller (ROS 2 nodes), summary/plot/recording (runner.py)
+  flexarm modes  link and whole-arm natural frequencies (modes_cmd.py)
+  flexarm urdf   URDF with virtual joints for the flexible links (urdf_cmd.py)
 """
 import argparse
 import sys
 
-from flexarm_bringup import modes_cmd, urdf_cmd
-
-
-def _add_demo(sub):
-    p = sub.add_parser('demo', help='run the main demonstration (what `make demo` runs)')
-    p.set_defaults(func=_run_demo)
-
-
-def _run_demo(args):
-    from flexarm_bringup import demo
-    return demo.main()
+from flexarm_bringup import modes_cmd, runner, urdf_cmd
 
 
 def build_parser():
     parser = argparse.ArgumentParser(prog='flexarm', description='flexarm: flexible-link robot arm simulator')
     sub = parser.add_subparsers(dest='command', required=True)
-    _add_demo(sub)
+    runner.add_parser(sub)
     modes_cmd.add_parser(sub)
     urdf_cmd.add_parser(sub)
     return parser

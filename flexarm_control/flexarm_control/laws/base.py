@@ -36,10 +36,10 @@ def rigid_model_of(model):
 
 
 def as_vector(x, n, name, positive=False, nonnegative=False):
-    """x as a float vector of length n (a scalar is broadcast); ValueError if invalid."""
+    """x as a float vector of length n (a scalar or a one-element list is broadcast); ValueError if invalid."""
     a = np.asarray(x, dtype=float)
-    if a.ndim == 0:
-        a = np.full(n, float(a))
+    if a.ndim == 0 or a.size == 1:
+        a = np.full(n, float(a.ravel()[0]))
     a = a.ravel()
     if a.size != n:
         raise ValueError(f'{name}: expected {n} values, got {a.size}')

@@ -298,8 +298,13 @@ class ReferenceManager(Reference):
         return self.active
 
     def preempt_msg(self, msg, joint_names, t_now):
+        """Switch to a trajectory_msgs/JointTrajectory. As in ROS's JointTrajectory convention, a nonzero
+        header.stamp (in the controller's time base, the plant time) is the trajectory's start time; zero
+        means now. Before its start the reference holds the first point."""
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        t0 = stamp if stamp > 0.0 else t_now
         start = self.sample(t_now)
-        self.set(trajectory_from_msg(msg, joint_names, t_now, start), t_now)
+        self.set(trajectory_from_msg(msg, joint_names, t0, start), t_now)
         return self.active
 
 
