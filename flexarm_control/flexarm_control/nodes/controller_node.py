@@ -80,6 +80,11 @@ class ControllerNode(Node):
         self.shaping_modes = int(p('shaping_modes', 2).value)
         self.lockstep = bool(p('lockstep', False).value)
         self.default_move = bool(p('default_move', False).value)
+        # event_driven: compute and publish a command for every received state (the plant's state rate sets the
+        # control rate, delay = transport only); false: a timer at `rate` uses the newest state (adds up to one
+        # period of delay and its jitter)
+        self.event_driven = bool(p('event_driven', True).value)
+        self._last_publish = 0.0
         self.move_angle = float(p('move_angle', math.pi / 3).value)
         self.move_time = float(p('move_time', 2.5).value)
         for k, v in self.GAIN_PARAMS.items():
@@ -148,6 +153,12 @@ class ControllerNode(Node):
             self._state = (z, zd, t, msg.step, time.monotonic())
             if self.default_move and not self._started_move and np.all(np.isfinite(z)):
                 self._start_default_move(z, t)
+        if not self.lockstep:
+            if self.event_driven:          # answer each state at once: no sampling delay on top of transport
+                self._stale = False
+                self._last_publish = time.monotonic()
+                self._publish(self._compute(z, zd, t))
+            return
         if self.lockstep:
             tau = self._compute(z, zd, t)
             cmd = JointEffortCommand()
@@ -210,6 +221,8 @@ class ControllerNode(Node):
             if not self._stale and st is not None:
                 self.get_logger().warn('state timed out: not commanding (plant watchdog takes over)')
             self._stale = True
+            return
+        if self.event_driven:
             return
         self._stale = False
         z, zd, t = st[0], st[1], st[2] + (time.monotonic() - st[4])
