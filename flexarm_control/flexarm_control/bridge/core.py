@@ -456,7 +456,8 @@ class BridgeCore:
             try:
                 req.success, req.message = getattr(self, '_do_' + req.kind)(now)
             except BusError as e:
-                req.success, req.message = False, f'{req.kind} failed: {e}'
+                detail = getattr(e, 'failed', None)
+                req.success, req.message = False, f'{req.kind} failed: {e}' + (f' {detail}' if detail else '')
                 self._fault(f'{req.kind} failed: {e}', now)
             except Exception as e:  # noqa: BLE001 - never let a request kill the loop
                 req.success, req.message = False, f'{req.kind} failed: {e!r}'

@@ -112,8 +112,13 @@ class BridgeNode(Node):
 
     # ------------------------------------------------------------------ logging / inputs
     def _log(self, level, msg):
-        lg = self.get_logger()
-        {'info': lg.info, 'warn': lg.warning, 'error': lg.error}.get(level, lg.info)(msg)
+        lg = self.get_logger()      # one call site per severity (rclpy requires it)
+        if level == 'error':
+            lg.error(msg)
+        elif level == 'warn':
+            lg.warning(msg)
+        else:
+            lg.info(msg)
 
     def _reject(self, ok, reason, topic):
         if ok:
@@ -135,7 +140,10 @@ class BridgeNode(Node):
     def _serve(self, kind, resp):
         r = self.core.request(kind, timeout=5.0)
         resp.success, resp.message = r.success, r.message
-        self.get_logger().info(f'~/{kind}: {"ok" if r.success else "refused"}: {r.message}')
+        if r.success:
+            self.get_logger().info(f'~/{kind}: {r.message}')
+        else:
+            self.get_logger().warning(f'~/{kind} refused: {r.message}')
         return resp
 
     # ------------------------------------------------------------------ outputs

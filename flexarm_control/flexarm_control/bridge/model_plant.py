@@ -1,0 +1,84 @@
+"""Hardware-in-the-loop plant for the servo emulator: the flexarm arm model driven by servo currents.
+
+``ModelPlant(model, joints)`` is a :data:`emulator.PlantFn`: for each emulated servo (order of the
+emulator's ids = order of ``joints``) it turns the servo's current into a joint torque
+``tau = direction * i * torque_constant * gear_ratio`` (the same convention as servo_bus), integrates
+the arm (``flexarm_sim.model.step``, RK4, fixed step ``dt``; wall time not yet integrated is carried
+over) and reports servo-side position/velocity ``theta = direction * (q - zero_offset) * gear_ratio``.
+
+Servo current by operating mode (like MotorInertiaPlant): current mode -> Goal Current clipped to the
+Current Limit; position modes -> ``kp (theta_goal - theta) - kd omega`` clipped (mode 5 also to
+|Goal Current|); torque off -> 0.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import control_table as ct
+from .emulator import PlantGoals
+
+
+class ModelPlant:
+    def __init__(self, model, joints: Sequence, dt: float = 1e-3, method: str = 'rk4',
+                 substeps: Optional[int] = None, kp: float = 5.0, kd: float = 0.2, max_dt: float = 0.1,
+                 initial_q: Optional[Sequence[float]] = None):
+        from flexarm_sim.model import ArmState, largest_stable_rk4_step, step
+        if len(joints) != model.n_joints:
+            raise ValueError(f'{len(joints)} servo joints for a {model.n_joints}-joint arm')
+        self._step = step
+        self.model = model
+        self.dt = float(dt)
+        self.method = method
+        if substeps is None:
+            h = largest_stable_rk4_step(model) if method == 'rk4' else math.inf
+            substeps = max(1, int(math.ceil(self.dt / (0.5 * h)))) if math.isfinite(h) else 1
+        self.substeps = int(substeps)
+        self.dirs = np.array([j.direction for j in joints], float)
+        self.kt = np.array([j.torque_constant for j in joints], float)
+        self.gear = np.array([j.gear_ratio for j in joints], float)
+        self.zero = np.array([j.zero_offset for j in joints], float)
+        self.kp, self.kd = kp, kd
+        self.max_dt = max_dt
+        self.state = ArmState.zeros(model)
+        if initial_q is not None:
+            self.state.z[model.q_index] = np.asarray(initial_q, float)
+        self.qi = model.q_index
+        self.pending = 0.0
+        self.i = np.zeros(len(joints))
+        self.tau = np.zeros(len(joints))
+        self.time = 0.0
+        self.steps = 0
+
+    def servo_position(self):
+        q = self.state.z[self.qi]
+        return self.dirs * (q - self.zero) * self.gear
+
+    def servo_velocity(self):
+        return self.dirs * self.state.zd[self.qi] * self.gear
+
+    def _current(self, g: PlantGoals, on: np.ndarray) -> np.ndarray:
+        lim = g.current_limit_a
+        i = np.clip(g.current_a, -lim, lim)
+        pos = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
+            | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
+        if pos.any():
+            ip = self.kp * (g.position_rad - self.servo_position()) - self.kd * self.servo_velocity()
+            plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION, np.minimum(np.abs(g.current_a), lim), lim)
+            i = np.where(pos, np.clip(ip, -plim, plim), i)
+        return np.where(on, i, 0.0)
+
+    def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
+        self.pending += min(max(dt, 0.0), self.max_dt)
+        while self.pending >= self.dt:
+            self.i = self._current(goals, torque_enabled)
+            self.tau = self.dirs * self.i * self.kt * self.gear
+            self._step(self.model, self.state, self.tau, self.dt, self.substeps, self.method)
+            self.pending -= self.dt
+            self.time += self.dt
+            self.steps += 1
+        if not self.steps:
+            self.i = self._current(goals, torque_enabled)
+        return self.servo_position(), self.servo_velocity(), self.i.copy()
