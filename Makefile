@@ -21,7 +21,7 @@ test: setup
 DEMO_OUT ?= out
 demo: setup
 	@mkdir -p $(DEMO_OUT)
-	@$(ENV) flexarm run --arm deluca_two_link --controller modal --duration 6 \
+	@$(ENV) flexarm run --arm deluca_two_link --controller modal --duration 6 --time-mode lockstep \
 		--record $(DEMO_OUT)/demo.mcap --plot $(DEMO_OUT)/demo.png
 
 bench: setup

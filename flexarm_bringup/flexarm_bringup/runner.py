@@ -281,10 +281,13 @@ def run(args):
     procs = _Processes()
     executor = None
     recorder = None
+    spin = None
     composed = []
+    nodes = []
     rclpy.init(args=['--ros-args', '--params-file', pfile] if args.single_process else None)
     try:
         node = rclpy.create_node('flexarm_runner')
+        nodes.append(node)
         runner = RunnerNode(node, spec.joint_names)
         executor = MultiThreadedExecutor(num_threads=3)
         executor.add_node(node)
@@ -294,6 +297,7 @@ def run(args):
                                 metadata={'flexarm_run': {'arm': spec.name, 'controller': args.controller}})
         if args.single_process:
             composed = _compose(args, executor)
+            nodes.extend(composed)
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -306,6 +310,7 @@ def run(args):
         spin.start()
         return _drive(args, spec, runner, procs, recorder)
     finally:
+        # orderly shutdown: child processes, composed loops, recording, executor (and its thread), nodes
         procs.stop()
         for n in composed:
             stop = getattr(n, 'stop', None)
@@ -314,7 +319,11 @@ def run(args):
         if recorder is not None:
             recorder.close()
         if executor is not None:
-            executor.shutdown()
+            executor.shutdown(timeout_sec=5.0)
+        if spin is not None:
+            spin.join(timeout=5.0)
+        for n in reversed(nodes):
+            n.destroy_node()
         rclpy.try_shutdown()
         os.unlink(pfile)
 
@@ -379,6 +388,8 @@ def _drive(args, spec, runner, procs, recorder):
     if not args.quiet:
         sys.stderr.write('\n')
     time.sleep(0.6)      # one more diagnostics period
+    if recorder is not None:
+        recorder.close()     # the file holds exactly what the summary reports
     with runner.lock:
         samples = list(runner.samples)
         diag = dict(runner.plant_diag)
