@@ -1,0 +1,75 @@
+"""Bridge cycle rate against the pty servo emulator: read_state + write (BridgeCore.cycle) back to back.
+
+The emulator runs in a separate process (no shared GIL), like real servos. A pty ignores the baud
+rate: the figures are SDK + Python + pty costs, not RS-485 wire time. On a real bus add per cycle
+about 10 bits x bytes / baud (sync read of n servos: 14 + n x 32 bytes; sync write: 14 + n x 3
+bytes), each servo's Return Delay Time, and the USB adapter's latency timer (set it to 1 ms).
+"""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+sys.path.insert(0, os.path.join(ROOT, 'flexarm_control'))
+
+from flexarm_control.bridge.config import BridgeConfig  # noqa: E402
+from flexarm_control.bridge.core import DISABLED, BridgeCore, Request  # noqa: E402
+from flexarm_control.bridge.servo_bus import ServoBus  # noqa: E402
+
+
+def run(n, baud, seconds=1.5):
+    ids = [str(i) for i in range(1, n + 1)]
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, 'flexarm_control') + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    proc = subprocess.Popen([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--ids', *ids, '--baud', str(baud)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    port = proc.stdout.readline().strip()
+    flat = {'port': port, 'baud_rate': baud, 'loop_rate': 1000.0, 'command_timeout': 10.0, 'read_timeout': 0.1,
+            'hardware_status_period': 0, 'joint_names': [f'j{i}' for i in ids]}
+    for i in ids:
+        flat[f'joints.j{i}.servo_id'] = int(i)
+    cfg = BridgeConfig.from_mapping(flat)
+    core = BridgeCore(cfg, ServoBus(cfg.bus_config()))
+    try:
+        for _ in range(20):
+            core.cycle()
+            if core.state == DISABLED:
+                break
+            time.sleep(0.05)
+        req = Request('enable')
+        core._requests.put(req)
+        core.cycle()
+        assert req.success, req.message
+        wall, cpu = [], []
+        t_end = time.monotonic() + seconds
+        k = 0
+        while time.monotonic() < t_end:
+            core.submit_effort(0.05 * np.sin(0.01 * k) * np.ones(n))
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = core.cycle()
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            k += 1
+        fails = core.bus.counters.read_failures + core.bus.counters.crc_errors + core.bus.counters.write_failures
+        return np.array(wall), np.array(cpu), fails, core.state
+    finally:
+        core.shutdown()
+        proc.terminate()
+        proc.wait(5)
+
+
+def main():
+    print(__doc__.split('\n\n')[0])
+    print(f'{"servos":>6} {"baud":>8} {"rate Hz":>8} {"mean ms":>8} {"p99 ms":>7} {"max ms":>7} {"CPU ms/cycle":>12} {"failures":>8}')
+    for n in (2, 6):
+        for baud in (1000000, 4000000):
+            wall, cpu, fails, state = run(n, baud)
+            print(f'{n:>6} {baud:>8} {1 / wall.mean():>8.0f} {1e3 * wall.mean():>8.2f} {1e3 * np.percentile(wall, 99):>7.2f} '
+                  f'{1e3 * wall.max():>7.2f} {1e3 * cpu.mean():>12.3f} {fails:>8}')
+    print('(pty: the baud rate is nominal; see the docstring for the real-bus wire time)')
+
+
+if __name__ == '__main__':
+    main()
