@@ -5,7 +5,7 @@
 
 By default the plant (`flexarm_sim` plant node) and the controller (`flexarm_control` node) run as separate
 processes (real rclpy over DDS, loopback), as they would with `ros2 launch`; `--single-process` composes
-them with this runner's node in one multi-threaded executor. The runner publishes the reference on
+them with this runner's node in this process (one executor thread per node). The runner publishes the reference on
 /flexarm/reference — a cycloidal move of every joint by --angle (default 60 deg) in --move-time (2.5 s,
 Naganathan's case 1), starting --lead seconds of plant time after the first state — records
 /flexarm/state (and, with --record, the published topics into a rosbag2-compatible MCAP file), prints a
@@ -272,16 +272,16 @@ class _Processes:
 
 def run(args):
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
 
     from flexarm_sim.model import load_arm
     arm_path = resolve_arm(args.arm)
     spec = load_arm(arm_path)
     pfile = params_file(args, arm_path)
     procs = _Processes()
-    executor = None
-    recorder = None
-    spin = None
+    executors = []          # one single-threaded executor (and thread) per node: rclpy's multi-threaded
+    recorder = None         # executor is slow, and the composed nodes must not starve each other
+    spins = []
     composed = []
     nodes = []
     rclpy.init(args=['--ros-args', '--params-file', pfile] if args.single_process else None)
@@ -289,15 +289,18 @@ def run(args):
         node = rclpy.create_node('flexarm_runner')
         nodes.append(node)
         runner = RunnerNode(node, spec.joint_names)
-        executor = MultiThreadedExecutor(num_threads=3)
-        executor.add_node(node)
+        executors.append(SingleThreadedExecutor())
+        executors[0].add_node(node)
         if args.record:
             from flexarm_bringup.recorder import Recorder
             recorder = Recorder(node, args.record, RECORDED_TOPICS,
                                 metadata={'flexarm_run': {'arm': spec.name, 'controller': args.controller}})
         if args.single_process:
-            composed = _compose(args, executor)
+            composed = _compose(args)
             nodes.extend(composed)
+            for n in composed:
+                executors.append(SingleThreadedExecutor())
+                executors[-1].add_node(n)
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -306,8 +309,9 @@ def run(args):
             if args.controller != 'none':
                 procs.start('controller', [sys.executable, '-m', 'flexarm_control.nodes.controller_node',
                                            args.controller, *ros_args], env)
-        spin = threading.Thread(target=executor.spin, daemon=True)
-        spin.start()
+        for ex in executors:
+            spins.append(threading.Thread(target=ex.spin, daemon=True))
+            spins[-1].start()
         return _drive(args, spec, runner, procs, recorder)
     finally:
         # orderly shutdown: child processes, composed loops, recording, executor (and its thread), nodes
@@ -318,28 +322,25 @@ def run(args):
                 stop()
         if recorder is not None:
             recorder.close()
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if spin is not None:
-            spin.join(timeout=5.0)
+        for ex in executors:
+            ex.shutdown(timeout_sec=5.0)
+        for th in spins:
+            th.join(timeout=5.0)
         for n in reversed(nodes):
             n.destroy_node()
         rclpy.try_shutdown()
         os.unlink(pfile)
 
 
-def _compose(args, executor):
+def _compose(args):
     """Plant (and controller) nodes in this process (parameters from the --params-file given to rclpy)."""
     from flexarm_sim.plant.node import PlantNode
     plant = PlantNode()
-    executor.add_node(plant)
     plant.start()
     nodes = [plant]
     if args.controller != 'none':
         from flexarm_control.nodes.controller_node import NODES
-        ctrl = NODES[args.controller](f'flexarm_{args.controller}')
-        executor.add_node(ctrl)
-        nodes.append(ctrl)
+        nodes.append(NODES[args.controller](f'flexarm_{args.controller}'))
     return nodes
 
 
