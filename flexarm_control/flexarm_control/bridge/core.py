@@ -50,6 +50,8 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
+from flexarm_sim.plant.commands import check_effort
+
 from . import control_table as ct
 from .config import BridgeConfig
 from .servo_bus import BusError, JointReading
@@ -75,19 +77,8 @@ class Backoff:
         return [self.delay(k) for k in range(n)]
 
 
-def check_values(values, limits):
-    """(array | None, reason, clamped?): one finite value per joint, clamped to +-limits."""
-    n = len(limits)
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        return None, 'not numeric', False
-    if arr.ndim != 1 or arr.shape[0] != n:
-        return None, f'expected {n} values, got {arr.size}', False
-    if not np.all(np.isfinite(arr)):
-        return None, 'non-finite value', False
-    clipped = np.clip(arr, -limits, limits)
-    return clipped, '', bool(np.any(clipped != arr))
+# Command validation shared with the plant: one finite value per joint, clamped to +-limits.
+check_values = check_effort
 
 
 class CommandGate:
