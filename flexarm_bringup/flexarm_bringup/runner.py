@@ -360,6 +360,10 @@ def _drive(args, spec, runner, procs, recorder):
         if time.monotonic() > wall_limit:
             return _fail('no state from the plant / no command from the controller within 60 s')
         time.sleep(0.02)
+    others = runner.node.count_publishers('/flexarm/state') - 1
+    if others > 0:
+        return _fail(f'{others} other node(s) publish /flexarm/state in this ROS domain '
+                     f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}): stop them or use another domain")
     first = runner.latest()
     q0 = np.array(first[1])
     t_move = first[0] + args.lead
