@@ -5,11 +5,18 @@ Run: ``plant --ros-args --params-file flexarm_bringup/config/plant.yaml [-p arm:
 start with a message naming the parameter; run-time changes via ``ros2 param set`` are validated).
 
 Threads: the timing loop runs in its own thread on absolute monotonic deadlines (scheduler.py: bounded
-catch-up, then skip-and-count); the rclpy executor (subscriptions, services, parameters) spins in the
-main thread; an output thread builds /flexarm/state, /flexarm/markers and /diagnostics from snapshots
-so their cost never lands in the timing loop (except in lockstep, where the state is published
-synchronously every step). The GIL switch interval is lowered to 0.2 ms so the loop thread gets the
-interpreter back quickly.
+catch-up, then skip-and-count; it sleeps to the deadline minus ``timing.spin_us`` and busy-waits the rest,
+which removes most of the sleep wake-up jitter). The loop thread itself publishes /joint_states and
+/flexarm/state, each from one preallocated message refilled in place (messages.JointStateBuilder /
+FlexStateBuilder: array assignment into the message buffers, the derived quantities in one numba call), so
+a state is published for every due step, in order, with no hand-off; the rclpy executor (subscriptions,
+services, parameters) spins in the main thread; a low-priority output thread builds /flexarm/markers
+(~30 Hz) and /diagnostics from snapshots, woken right after a step so that its work falls in the loop's
+sleep. GIL: the switch interval is lowered to 0.2 ms so the loop thread gets the interpreter back quickly,
+and the objects that exist after start-up are moved out of the cyclic garbage collector (``gc.freeze``: a
+full collection of the ~80 000 start-up objects took 50-70 ms, holding the GIL — the old worst-case
+period errors). ``timing.realtime_priority`` > 0 puts the loop thread in SCHED_FIFO (where permitted). No
+CPU affinity is set (the loop, the executor and DDS's threads need both cores of a 2-core machine).
 
 Time modes (parameter ``time_mode``):
 * ``realtime``: one step per wall period 1/loop_rate; stamps are ROS (wall) time.
@@ -50,6 +57,7 @@ QoS (all KEEP_LAST, VOLATILE):
 from __future__ import annotations
 
 import collections
+import gc
 import math
 import os
 import sys
@@ -159,6 +167,10 @@ class PlantNode(Node):
         self.outputs_bg = ArmOutputs(model, cfg['markers.centerline_points'])
         self.frame_id = cfg['frame_ids.base']
         messages.flex_state(self.outputs, z0, zd0, np.zeros(n), 0, 0, self.frame_id)     # warm up
+        # preallocated messages refilled by the loop thread (the only thread publishing them)
+        self.js_builder = messages.JointStateBuilder(model.spec.joint_names, model.q_index)
+        self.state_builder = messages.FlexStateBuilder(self.outputs, self.frame_id)
+        self.state_builder.fill(z0, zd0, np.zeros(n), 0, 0)
         messages.markers(self.outputs, z0, [], 0, self.frame_id)
         self.joint_names = list(model.spec.joint_names)
 
@@ -176,7 +188,9 @@ class PlantNode(Node):
         self._warn_throttle = Throttle(2.0)
         self._apply_rates(cfg)
         self._wall_period = self._period(cfg)
-        self.sched = FixedRateScheduler(self._wall_period, cfg['max_catchup_steps'])
+        self.sched = FixedRateScheduler(self._wall_period, cfg['max_catchup_steps'],
+                                        spin_s=1e-6 * cfg['timing.spin_us'])
+        self._wall_stamps = self.mode == 'realtime' and not self.get_parameter('use_sim_time').value
 
         self.pub_js = self.create_publisher(JointState, '/joint_states', _qos(10))
         self.pub_state = self.create_publisher(FlexState, '/flexarm/state', _qos(10))
@@ -239,6 +253,8 @@ class PlantNode(Node):
         return int(round(self.total_steps * 1e9 / self.rate))
 
     def stamp_ns(self) -> int:
+        if self._wall_stamps:
+            return time.time_ns()          # = ROS time without use_sim_time, a few us cheaper than Clock.now()
         return self.get_clock().now().nanoseconds if self.mode == 'realtime' else self.sim_ns()
 
     # ------------------------------------------------------------------ inputs
@@ -296,9 +312,9 @@ class PlantNode(Node):
 
     # ------------------------------------------------------------------ outputs
     def _publish_js(self, t_ns):
+        """Loop thread only (its preallocated message)."""
         c = self.core
-        qi = self.model.q_index
-        self.pub_js.publish(messages.joint_state(self.joint_names, c.z[qi], c.zd[qi], c.tau, t_ns))
+        self.pub_js.publish(self.js_builder.fill(c.z, c.zd, c.tau, t_ns))
 
     def _publish_clock(self):
         msg = Clock()
@@ -312,9 +328,9 @@ class PlantNode(Node):
             self._snapshot = snap
             self._snap_cv.notify()
 
-    def _publish_state(self, z, zd, tau, step, t_ns, out=None):
-        out = out or (self.outputs if threading.current_thread() is self._loop_thread else self.outputs_bg)
-        self.pub_state.publish(messages.flex_state(out, z, zd, tau, step, t_ns, self.frame_id))
+    def _publish_state(self, z, zd, tau, step, t_ns):
+        """Loop thread only (its preallocated message)."""
+        self.pub_state.publish(self.state_builder.fill(z, zd, tau, step, t_ns))
 
     def _publish_markers(self, z, t_ns):
         out = self.outputs_bg
@@ -334,9 +350,7 @@ class PlantNode(Node):
                 snap, self._snapshot = self._snapshot, None
             try:
                 if snap is not None:
-                    z, zd, tau, step, t_ns, do_state, do_markers = snap
-                    if do_state:
-                        self._publish_state(z, zd, tau, step, t_ns)
+                    z, zd, tau, step, t_ns, _, do_markers = snap     # states: published by the loop thread
                     if do_markers:
                         self._publish_markers(z, t_ns)
                 if time.monotonic() >= next_diag:
@@ -395,6 +409,8 @@ class PlantNode(Node):
 
     # ------------------------------------------------------------------ the timing loop
     def start(self):
+        gc.collect()
+        gc.freeze()          # start-up objects (modules, numba, scipy) out of the collector: no 50 ms GIL pauses
         self._running = True
         self._out_thread.start()
         self._loop_thread.start()
@@ -415,10 +431,11 @@ class PlantNode(Node):
             self._publish_js(t_ns)
         if self.pub_clock is not None and k % self.every_clock == 0:
             self._publish_clock()
-        st = self.every_state and k % self.every_state == 0
-        mk = self.every_markers and k % self.every_markers == 0
-        if st or mk:
-            self._take_snapshot(t_ns, st, mk)
+        if self.every_state and k % self.every_state == 0:
+            c = self.core
+            self._publish_state(c.z, c.zd, c.tau, c.step_index, t_ns)
+        if self.every_markers and k % self.every_markers == 0:
+            self._take_snapshot(t_ns, False, True)
 
     def _idle(self):
         """Paused or diverged: keep the last good state flowing at a low rate."""
@@ -426,11 +443,24 @@ class PlantNode(Node):
         self._publish_js(t_ns)
         if self.pub_clock is not None:
             self._publish_clock()
-        self._take_snapshot(t_ns, bool(self.every_state), bool(self.every_markers))
+        if self.every_state:
+            c = self.core
+            with self._lock:
+                z, zd, tau, k = c.z.copy(), c.zd.copy(), c.tau.copy(), c.step_index
+            self._publish_state(z, zd, tau, k, t_ns)
+        if self.every_markers:
+            self._take_snapshot(t_ns, False, True)
         time.sleep(IDLE_PERIOD)
 
     def _loop(self):
         set_timer_slack(1000)
+        prio = self.cfg['timing.realtime_priority']
+        if prio > 0 and self.mode != 'lockstep':
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))   # this thread only
+                self.get_logger().info(f'timing loop thread: SCHED_FIFO priority {prio}')
+            except (OSError, AttributeError) as e:
+                self.get_logger().warning(f'timing.realtime_priority {prio} refused ({e}): normal scheduling')
         try:
             if self.mode == 'lockstep':
                 self._lockstep_loop()

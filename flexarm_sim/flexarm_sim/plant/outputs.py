@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 from ..model import kernels
 
@@ -147,3 +148,110 @@ class ArmOutputs:
             lines.append(np.vstack([prev[None, :], pts]))
             prev = pE[j].copy()
         return joints, lines, prev
+
+
+# layout of the flat vector filled by `state_outputs`
+EE_P, EE_Q, EE_V, EE_W, EE_RIGID, EN_KIN, EN_EL, EN_GR, N_STATE_OUT = 0, 3, 7, 10, 13, 16, 17, 18, 19
+
+
+@njit(cache=True)
+def _quat_xyzw(R, out, o):
+    """Unit quaternion (x, y, z, w), w >= 0, of R into out[o:o+4] (Shepperd; as quaternion_xyzw)."""
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    if tr > 0:
+        s = 2.0 * np.sqrt(tr + 1.0)
+        x, y, z, w = (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s
+    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
+        s = 2.0 * np.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+        x, y, z, w = 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s, (R[2, 1] - R[1, 2]) / s
+    elif R[1, 1] > R[2, 2]:
+        s = 2.0 * np.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+        x, y, z, w = (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s, (R[0, 2] - R[2, 0]) / s
+    else:
+        s = 2.0 * np.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+        x, y, z, w = (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s, (R[1, 0] - R[0, 1]) / s
+    if w < 0:
+        x, y, z, w = -x, -y, -z, -w
+    nrm = np.sqrt(x * x + y * y + z * z + w * w)
+    out[o], out[o + 1], out[o + 2], out[o + 3] = x / nrm, y / nrm, z / nrm, w / nrm
+
+
+@njit(cache=True)
+def state_outputs(d, ws, z, zd, h, mode_index, zt, RF, pL, RE, pE, J, rhs, tau0, Rp, Rm, out):
+    """All end-effector and energy outputs of /flexarm/state in one call, into out (layout EE_*, EN_*): deformed tip
+    position and quaternion, its linear and angular velocity (central difference along zd with step h, as
+    ArmOutputs.end_effector), the rigid tip position, kinetic / elastic / gravity energy. No allocation."""
+    N = z.shape[0]
+    nl = RE.shape[0] - 1
+    for i in range(N):
+        zt[i] = z[i] + h * zd[i]
+    kernels.link_frames(d, zt, RF, pL, RE, pE)
+    for i in range(3):
+        out[EE_V + i] = pE[nl, i]
+        for k in range(3):
+            Rp[i, k] = RE[nl, i, k]
+    for i in range(N):
+        zt[i] = z[i] - h * zd[i]
+    kernels.link_frames(d, zt, RF, pL, RE, pE)
+    for i in range(3):
+        out[EE_V + i] = (out[EE_V + i] - pE[nl, i]) / (2 * h)
+        for k in range(3):
+            Rm[i, k] = RE[nl, i, k]
+    # w = vee(log(Rp Rm^T)) / 2h
+    D = np.empty((3, 3))
+    for i in range(3):
+        for k in range(3):
+            D[i, k] = Rp[i, 0] * Rm[k, 0] + Rp[i, 1] * Rm[k, 1] + Rp[i, 2] * Rm[k, 2]
+    c = 0.5 * (D[0, 0] + D[1, 1] + D[2, 2] - 1.0)
+    c = min(1.0, max(-1.0, c))
+    ang = np.arccos(c)
+    f = 0.5 if ang < 1e-8 else ang / (2.0 * np.sin(ang))
+    out[EE_W] = f * (D[2, 1] - D[1, 2]) / (2 * h)
+    out[EE_W + 1] = f * (D[0, 2] - D[2, 0]) / (2 * h)
+    out[EE_W + 2] = f * (D[1, 0] - D[0, 1]) / (2 * h)
+    # rigid tip: modal coordinates zeroed
+    for i in range(N):
+        zt[i] = z[i]
+    for i in range(mode_index.shape[0]):
+        zt[mode_index[i]] = 0.0
+    kernels.link_frames(d, zt, RF, pL, RE, pE)
+    for i in range(3):
+        out[EE_RIGID + i] = pE[nl, i]
+    # energies (potential_energies leaves the frames of z in RF..pE: the deformed tip pose)
+    el, gr = kernels.potential_energies(d, z, RF, pL, RE, pE)
+    for i in range(3):
+        out[EE_P + i] = pE[nl, i]
+        for k in range(3):
+            Rp[i, k] = RE[nl, i, k]
+    _quat_xyzw(Rp, out, EE_Q)
+    kernels.dynamics_terms(d, ws, z, zd, tau0, J, rhs, True)
+    kin = 0.0
+    for i in range(N):
+        s = 0.0
+        for k in range(N):
+            s += J[i, k] * zd[k]
+        kin += zd[i] * s
+    out[EN_KIN] = 0.5 * kin
+    out[EN_EL] = el
+    out[EN_GR] = gr
+
+
+class StateOutputs:
+    """Scratch arrays for `state_outputs` of one model (one instance per thread)."""
+
+    def __init__(self, model):
+        n, N = model.n_joints, model.n_coords
+        self.model = model
+        self.data = model.data
+        self.ws = model.workspace()
+        self.mode_index = np.ascontiguousarray(model.mode_index, dtype=np.int64)
+        self.zt = np.zeros(N)
+        self.RF, self.pL, self.RE, self.pE = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3))
+        self.J, self.rhs, self.tau0 = np.zeros((N, N)), np.zeros(N), np.zeros(n)
+        self.Rp, self.Rm = np.zeros((3, 3)), np.zeros((3, 3))
+        self.out = np.zeros(N_STATE_OUT)
+
+    def compute(self, z, zd, h=1e-6):
+        state_outputs(self.data, self.ws, z, zd, h, self.mode_index, self.zt, self.RF, self.pL, self.RE, self.pE,
+                      self.J, self.rhs, self.tau0, self.Rp, self.Rm, self.out)
+        return self.out

@@ -96,8 +96,9 @@ class FixedRateScheduler:
     """Absolute-deadline ticking with bounded catch-up (see module docstring)."""
 
     def __init__(self, period_s: float, max_catchup: int = 5, clock=time.monotonic, sleep=time.sleep,
-                 stats: TimingStats | None = None):
+                 stats: TimingStats | None = None, spin_s: float = 0.0):
         self.clock = clock
+        self.spin_s = float(spin_s)     # sleep to deadline - spin_s, then busy-wait (sleep wake-up jitter)
         self.sleep = sleep
         self.period = float(period_s)
         self.max_catchup = int(max_catchup)
@@ -126,8 +127,15 @@ class FixedRateScheduler:
             return now
         deadline = self.next_deadline
         if now < deadline:
-            self.sleep(deadline - now)
-            now = self.clock()
+            if self.spin_s > 0.0:
+                if deadline - now > self.spin_s:
+                    self.sleep(deadline - now - self.spin_s)
+                now = self.clock()
+                while now < deadline:
+                    now = self.clock()
+            else:
+                self.sleep(deadline - now)
+                now = self.clock()
         late = now - deadline
         self.stats.record_tick(now, late)
         if late >= period:
