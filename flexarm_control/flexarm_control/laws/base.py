@@ -35,6 +35,33 @@ def rigid_model_of(model):
     return rigid
 
 
+def joint_hf_inertia(model, q=None):
+    """Effective inertia of each joint with the links free (1 / diag of the inverse flexible mass matrix, joint rows):
+    what a joint torque accelerates at frequencies above the elastic modes. A sampled velocity feedback must be
+    slow against it (`velocity_gain_cap`). For a rigid arm it is 1 / diag(J^-1)."""
+    z = np.zeros(model.n_coords)
+    z[model.q_index] = model.spec.nominal_configuration if q is None else q
+    Minv = np.linalg.inv(model.mass_matrix(z))
+    qi = np.asarray(model.q_index)
+    return 1.0 / np.diag(Minv)[qi]
+
+
+# per-sample velocity loop gain a = k_v T / J_hf allowed by `velocity_gain_cap`. With a one-sample input delay
+# the loop v_{k+1} = v_k - a v_{k-1} is stable for a < 1 and has poles of modulus sqrt(a): 0.35 keeps them at 0.6
+# (well damped, robust to delays between 0 and 1.5 samples).
+VELOCITY_LOOP_GAIN = 0.35
+
+
+def velocity_gain_cap(model, dt, input_delay=0.0, q=None, loop_gain=VELOCITY_LOOP_GAIN):
+    """Largest joint velocity gain k_v,j (N m s/rad: torque per joint rate) that a law sampled every dt (zero-order
+    hold) and applied after an input delay (s) can use without its high-frequency velocity loop (the joint inertia
+    with the links free, `joint_hf_inertia`) ringing or going unstable: k_v,j <= a J_hf,j / dt_eff with
+    a = loop_gain (VELOCITY_LOOP_GAIN, the one-sample-delay design point) and dt_eff = max(dt, dt/2 + input_delay)
+    (a delay up to half a sample is covered by the one-sample-delay design; longer delays lengthen the sample)."""
+    dt_eff = max(float(dt), 0.5 * float(dt) + float(input_delay))
+    return loop_gain * joint_hf_inertia(model, q) / dt_eff
+
+
 def as_vector(x, n, name, positive=False, nonnegative=False):
     """x as a float vector of length n (a scalar or a one-element list is broadcast); ValueError if invalid."""
     a = np.asarray(x, dtype=float)

@@ -11,19 +11,26 @@ q'' = v imposed, the modal rows J_dq v + J_dd d'' = R_d give d'' and
     tau = J_qq(z) v + J_qd(z) d'' - R_q(z, zd, 0)
 which cancels the measured elastic coupling on the joints (the links still vibrate: the modes are then the
 zero dynamics of the joint output, i.e. the clamped-joint modes).
+
+Sampled-data limit (`input_delay` given, s: the law runs every dt and its torque acts after that delay, as over
+ROS): the torque per joint rate J_qq,jj K_v,j is capped by `velocity_gain_cap` (at the current configuration), so
+the joint's high-frequency velocity loop (inertia with the links free) stays stable.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .base import ControlLaw, as_vector, rigid_model_of
+from .base import ControlLaw, as_vector, rigid_model_of, velocity_gain_cap
 
 
 class ComputedTorque(ControlLaw):
     name = 'computed_torque'
 
-    def __init__(self, model, omega_n=None, zeta=1.0, include_deflection=False, **kw):
+    def __init__(self, model, omega_n=None, zeta=1.0, include_deflection=False, input_delay=None, **kw):
         super().__init__(model, **kw)
+        self.input_delay = input_delay
+        self.kv_torque_cap = (velocity_gain_cap(model, self.dt, input_delay) if input_delay is not None
+                              else np.full(self.n, np.inf))
         if omega_n is None:
             omega_n = self.default_bandwidth(model)
         self.omega_n = as_vector(omega_n, self.n, 'omega_n', positive=True)
@@ -63,7 +70,10 @@ class ComputedTorque(ControlLaw):
 
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
         q, qd = z[self.qi], zd[self.qi]
-        v = qdd_d + self.kv * (qd_d - qd) + self.kp * (q_d - q)
+        kv = self.kv
+        if self.input_delay is not None:
+            kv = np.minimum(kv, self.kv_torque_cap / np.diag(self.rigid.mass_matrix(q)))
+        v = qdd_d + kv * (qd_d - qd) + self.kp * (q_d - q)
         if self.include_deflection and self.mi.size:
             J = self.model.mass_matrix(z)
             R = self.model.rhs(z, zd, self._zero_tau)

@@ -9,7 +9,8 @@ The gain comes from the arm linearized at its static equilibrium at joint angles
   * discretized with a zero-order hold at the control period and solved with scipy's solve_discrete_are
     (default: the law runs at a finite rate, and a spatial arm has modes near the Nyquist frequency), or
   * solved with solve_continuous_are (`discrete=False`).
-Gain scheduling: q_s is the measured configuration rounded to a grid of `schedule_step` rad; a new gain is
+Gain scheduling: q_s is the measured configuration (`schedule_on='state'`; 'reference': the reference's, which
+a real-time user can design ahead with `prefetch` — a tracking error then never asks for an unplanned design) rounded to a grid of `schedule_step` rad; a new gain is
 computed (and cached per grid cell) when the arm enters another cell.
 
 Weights (Bryson's rule on the tip: each output divided by its allowed excursion, each input by its allowed
@@ -24,6 +25,13 @@ joint weights the joints stiffen and the clamped-joint modes become nearly uncon
   joint error integral                              1 / (dq_max T_i)^2               (default T_i = 1 s)
   torque j                                          1 / (rho tau_max,j)^2            tau_max,j = effort limit, rho=0.5
                                                                                    (half the limit for feedback)
+Input delay (`input_delay` = tau > 0, s, at most one period dt; over ROS the command computed from the state of
+instant k acts only after the state's and the command's transport): the discrete design uses the exact ZOH model
+with a fractional input delay, x_{k+1} = Phi x_k + G0 u_k + G1 u_{k-1}
+(G0 = int_0^{dt-tau} e^{As} ds B, G1 = e^{A(dt-tau)} int_0^tau e^{As} ds B), augmented with the previous input:
+the gain is u_k = -K x_k - K_u u_{k-1}, u_{k-1} being the feedback part of the previous (saturated) command.
+Without this, the LQR designed for an undelayed sample drives the elbow's light high-frequency inertia (links free)
+unstable behind 1-2 ms of delay.
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
 """
@@ -81,8 +89,15 @@ class ModalLQR(ControlLaw):
     name = 'modal'
 
     def __init__(self, model, dq_max=0.1, tip_max=None, rho=0.5, integral_time=1.0, integral=True,
-                 feedforward=True, discrete=True, schedule_step=0.1, **kw):
+                 feedforward=True, discrete=True, schedule_step=0.1, input_delay=0.0,
+                 schedule_on='state', **kw):
         super().__init__(model, **kw)
+        self.input_delay = min(max(float(input_delay or 0.0), 0.0), self.dt)
+        if schedule_on not in ('state', 'reference'):
+            raise ValueError("schedule_on must be 'state' or 'reference'")
+        self.schedule_on = schedule_on
+        self._u_prev = np.zeros(self.n)     # feedback part of the previous command (delay-augmented design)
+        self._u_nominal = np.zeros(self.n)
         self.rigid = rigid_model_of(model)
         reach = sum(js.link.length for js in model.spec.joints)
         self._params = {}
@@ -94,6 +109,10 @@ class ModalLQR(ControlLaw):
         self.xi = np.zeros(self.n)
         self._cache = {}
         self._active_key = None
+        self._generation = 0
+        self._pending = []               # grid cells queued for the background designer
+        self._designer = None
+        self._designer_cv = None
         from flexarm_sim.model import whole_arm_modes
         if self.mi.size:
             f1 = whole_arm_modes(model, model.spec.nominal_configuration, free_joints=False).elastic_frequencies_hz[0]
@@ -111,6 +130,7 @@ class ModalLQR(ControlLaw):
         self._params.update({k: float(v) for k, v in p.items()})
         self._cache = {}
         self._active_key = None
+        self._generation = getattr(self, '_generation', 0) + 1
 
     def gains(self):
         return dict(self._params, integral=self.integral, feedforward=self.feedforward, discrete=self.discrete)
@@ -153,6 +173,10 @@ class ModalLQR(ControlLaw):
 
     def design(self, q):
         """(K (n, 2N), K_i (n, n), z_eq, tau_eq) for the configuration q."""
+        return self.design_delayed(q)[:4]
+
+    def design_delayed(self, q):
+        """(K, K_i, z_eq, tau_eq, K_u (n, n)): K_u, the gain on the previous command, is zero without input_delay."""
         from flexarm_sim.model import linearize
         z_eq, tau_eq = static_equilibrium(self.model, q)
         A, B = linearize(self.model, z_eq, tau_eq).state_space()
@@ -165,7 +189,22 @@ class ModalLQR(ControlLaw):
             B = np.vstack([B, np.zeros((n, n))])
         else:
             Q = Q[:2 * N, :2 * N]
-        if self.discrete:
+        Ku = np.zeros((n, n))
+        if self.discrete and self.input_delay > 0:
+            tau = self.input_delay
+            Phi1, G0 = _zoh(A, B, self.dt - tau)
+            Phi2, Gb = _zoh(A, B, tau)
+            nx = A.shape[0]
+            Aa = np.zeros((nx + n, nx + n))
+            Aa[:nx, :nx] = Phi1 @ Phi2
+            Aa[:nx, nx:] = Phi1 @ Gb
+            Ba = np.vstack([G0, np.eye(n)])
+            Qa = np.zeros((nx + n, nx + n))
+            Qa[:nx, :nx] = Q
+            P = scipy.linalg.solve_discrete_are(Aa, Ba, Qa, R)
+            Ka = np.linalg.solve(R + Ba.T @ P @ Ba, Ba.T @ P @ Aa)
+            K, Ku = Ka[:, :nx], Ka[:, nx:]
+        elif self.discrete:
             Ad, Bd = _zoh(A, B, self.dt)
             P = scipy.linalg.solve_discrete_are(Ad, Bd, Q, R)
             K = np.linalg.solve(R + Bd.T @ P @ Bd, Bd.T @ P @ Ad)
@@ -174,17 +213,71 @@ class ModalLQR(ControlLaw):
             K = np.linalg.solve(R, B.T @ P)
         self.n_designs += 1
         Ki = K[:, 2 * N:] if self.integral else np.zeros((n, n))
-        return K[:, :2 * N].copy(), Ki.copy(), z_eq, tau_eq
+        return K[:, :2 * N].copy(), Ki.copy(), z_eq, tau_eq, Ku.copy()
+
+    def _key(self, q):
+        return tuple(np.round(np.asarray(q, dtype=float) / self._params['schedule_step']).astype(int))
 
     def _gain_for(self, q):
-        step = self._params['schedule_step']
-        key = tuple(np.round(np.asarray(q) / step).astype(int))
+        key = self._key(q)
         g = self._cache.get(key)
+        if g is None and self._designer is not None and self._cache:
+            # real-time use: a design takes ~10 ms; queue it and keep the nearest designed cell meanwhile
+            self._request([key])
+            want = key
+            key = min(list(self._cache), key=lambda k: sum((a - b) ** 2 for a, b in zip(k, want)))
+            g = self._cache[key]
         if g is None:
-            g = self.design(np.array(key, dtype=float) * step)
+            g = self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
             self._cache[key] = g
         self._active_key = key
         return g
+
+    # ------------------------------------------------------------------ background gain design (real time)
+    def start_background_design(self):
+        """Design missing gain-schedule cells in a daemon thread instead of inside the control call (which then uses
+        the nearest designed cell until the new one is ready). `prefetch(qs)` queues the cells a motion visits."""
+        import threading
+        if self._designer is None:
+            self._designer_cv = threading.Condition()
+            self._designer = threading.Thread(target=self._design_loop, name='modal-lqr-design', daemon=True)
+            self._designer.start()
+
+    def prefetch(self, qs):
+        """Queue the gain-schedule cells of the joint configurations qs (designed now without a background thread)."""
+        keys = []
+        for q in qs:
+            k = self._key(q)
+            if k not in self._cache and k not in keys:
+                keys.append(k)
+        if self._designer is None:
+            for k in keys:
+                self._cache[k] = self.design_delayed(np.array(k, dtype=float) * self._params['schedule_step'])
+        else:
+            self._request(keys)
+
+    def _request(self, keys):
+        with self._designer_cv:
+            for k in keys:
+                if k not in self._pending:
+                    self._pending.append(k)
+            self._designer_cv.notify()
+
+    def _design_loop(self):
+        while True:
+            with self._designer_cv:
+                while not self._pending:
+                    self._designer_cv.wait()
+                key = self._pending.pop(0)
+                gen = self._generation
+            if key in self._cache:
+                continue
+            try:
+                g = self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
+            except Exception:      # noqa: BLE001 - the control call designs it itself if it is ever needed
+                continue
+            if gen == self._generation:
+                self._cache[key] = g
 
     def feedback_matrix(self, q):
         return self.design(np.asarray(q, float))[0]
@@ -192,10 +285,11 @@ class ModalLQR(ControlLaw):
     def reset(self):
         super().reset()
         self.xi[:] = 0.0
+        self._u_prev[:] = 0.0
 
     # ------------------------------------------------------------------ law
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
-        K, Ki, z_eq, tau_eq = self._gain_for(z[self.qi])
+        K, Ki, z_eq, tau_eq, Ku = self._gain_for(q_d if self.schedule_on == 'reference' else z[self.qi])
         N = self.model.n_coords
         dz = z - z_eq
         dz[self.qi] = z[self.qi] - q_d
@@ -207,15 +301,16 @@ class ModalLQR(ControlLaw):
         if self.integral and not (np.any(qd_d != 0) or np.any(qdd_d != 0)):
             self.xi = self.xi + self._elapsed(t) * e
         tau = -K @ np.concatenate([dz, dzd]) - Ki @ self.xi
-        if self.feedforward:
-            tau = tau + self.rigid.inverse_dynamics(q_d, qd_d, qdd_d)
-        else:
-            tau = tau + tau_eq
-        return tau
+        if self.input_delay > 0:
+            tau = tau - Ku @ self._u_prev
+        nominal = self.rigid.inverse_dynamics(q_d, qd_d, qdd_d) if self.feedforward else tau_eq
+        self._u_nominal = nominal
+        return tau + nominal
 
     def _after_saturation(self, tau, sat):
         """Anti-windup: undo this step's integration on joints whose torque was clipped when the integral
-        term pushed further into the limit."""
+        term pushed further into the limit. Remembers the feedback part of the applied command (input delay)."""
+        self._u_prev = sat - self._u_nominal
         if not self.integral:
             return
         Ki = self._cache[self._active_key][1]

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .base import ControlLaw, as_vector, rigid_model_of
+from .base import ControlLaw, as_vector, rigid_model_of, velocity_gain_cap
 
 
 def reflected_inertia(model, q):
@@ -63,8 +63,14 @@ def naganathan_gains(model, q_nominal=None, task=None, f0_hz=None, free_joints=F
 class PDServo(ControlLaw):
     name = 'pd_servo'
 
-    def __init__(self, model, kp=None, kv=None, feedforward=True, velocity='error', task=None, **kw):
+    def __init__(self, model, kp=None, kv=None, feedforward=True, velocity='error', task=None, input_delay=None,
+                 **kw):
         super().__init__(model, **kw)
+        # sampled-data limit (input_delay given, s): k_v is capped by velocity_gain_cap(dt, input_delay) so the
+        # joint's high-frequency velocity loop stays stable when the law runs at dt behind a transport delay (ROS)
+        self.input_delay = input_delay
+        self.kv_cap = (velocity_gain_cap(model, self.dt, input_delay) if input_delay is not None
+                       else np.full(self.n, np.inf))
         if kp is None or kv is None:
             kp0, kv0, self.gain_info = naganathan_gains(model, task=task)
             kp = kp0 if kp is None else kp
@@ -72,7 +78,7 @@ class PDServo(ControlLaw):
         else:
             self.gain_info = {}
         self.kp = as_vector(kp, self.n, 'kp', nonnegative=True)
-        self.kv = as_vector(kv, self.n, 'kv', nonnegative=True)
+        self.kv = np.minimum(as_vector(kv, self.n, 'kv', nonnegative=True), self.kv_cap)
         if velocity not in ('error', 'actual'):
             raise ValueError("velocity must be 'error' (eq. 2.29) or 'actual' (eq. 2.26)")
         self.velocity = velocity
@@ -84,7 +90,7 @@ class PDServo(ControlLaw):
 
     def set_gains(self, kp=None, kv=None, feedforward=None):
         kp = self.kp if kp is None else as_vector(kp, self.n, 'kp', nonnegative=True)
-        kv = self.kv if kv is None else as_vector(kv, self.n, 'kv', nonnegative=True)
+        kv = self.kv if kv is None else np.minimum(as_vector(kv, self.n, 'kv', nonnegative=True), self.kv_cap)
         self.kp, self.kv = kp, kv
         if feedforward is not None:
             self.feedforward = bool(feedforward)

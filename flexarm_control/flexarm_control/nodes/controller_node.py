@@ -15,6 +15,17 @@ cycloidal move of every joint by move_angle in move_time), move_angle (pi/3), mo
   computed_torque: omega_n, zeta (arrays or one value; empty = default), include_deflection
 Law time t is the plant's time (FlexState.header.stamp).
 
+Sampling and delay (not lock-step): the law runs once per received state (event_driven, default), so its period is
+the plant's state period (`rate` must equal the plant's publish_rates.state) and its torque acts after the state's
+and the command's transport and the plant's next step. `input_delay` (s; -1 = auto = one period 1/rate, 0 = ignore)
+makes the laws delay-aware: pd_servo and computed_torque cap their velocity gains by the sample rate and delay
+(laws.base.velocity_gain_cap: the elbow of the De Luca arm has only ~2.3e-4 kg m^2 with the links free, and the
+in-process gains ring it unstable behind 1-2 ms), modal designs its discrete LQR with the input delay in the model
+(laws/modal.py). In lock-step there is no delay (the plant waits for the command of each state) and the laws are
+the in-process ones. In real time the modal law schedules its gains on the reference's configuration and
+designs the cells in a background thread (a received reference's cells are queued at once), so a design never
+stalls a control call and a tracking error never triggers unplanned designs (CPU load that delays the plant).
+
 Run: `python -m flexarm_control.nodes.controller_node pd_servo --ros-args -p arm:=<yaml>` or the entry points.
 """
 from __future__ import annotations
@@ -39,8 +50,9 @@ from ..laws import ComputedTorque, ModalLQR, PDServo, PointToPoint, make_shaper,
 
 
 def state_to_z(model, msg, link_names):
-    """(z, zd) of the model from a FlexState (links matched by name; missing link entries -> zero modes).
-    Raises ValueError if the message does not fit the arm."""
+    """(z, zd) of the model from a FlexState (links matched by name). A state without any link entries (the
+    hardware bridge: joints only, no strain sensing) gives zero modal coordinates; a state that has link entries
+    but not this arm's raises ValueError, as does one that does not fit the arm."""
     n = model.n_joints
     if len(msg.position) != n or len(msg.velocity) != n:
         raise ValueError(f'state has {len(msg.position)} positions, arm has {n} joints')
@@ -55,7 +67,9 @@ def state_to_z(model, msg, link_names):
             continue
         lk = by_name.get(name)
         if lk is None:
-            raise ValueError(f'state has no modal data for {name}')
+            if msg.links:
+                raise ValueError(f'state has no modal data for {name}')
+            continue        # no modal sensing at all (e.g. the hardware bridge): modal coordinates taken as zero
         if len(lk.modal_position) != m or len(lk.modal_velocity) != m:
             raise ValueError(f'{name}: expected {m} modal coordinates')
         z[qi[j] + 1:qi[j] + 1 + m] = lk.modal_position
@@ -84,6 +98,9 @@ class ControllerNode(Node):
         # control rate, delay = transport only); false: a timer at `rate` uses the newest state (adds up to one
         # period of delay and its jitter)
         self.event_driven = bool(p('event_driven', True).value)
+        self.input_delay = float(p('input_delay', -1.0).value)
+        if self.input_delay < 0:
+            self.input_delay = 0.0 if self.lockstep else 1.0 / self.rate
         self._last_publish = 0.0
         self.move_angle = float(p('move_angle', math.pi / 3).value)
         self.move_time = float(p('move_time', 2.5).value)
@@ -94,7 +111,12 @@ class ControllerNode(Node):
         self.model = load_model(arm)
         self.link_names = [nm + '_link' for nm in self.model.spec.joint_names]
         self.joint_names = list(self.model.spec.joint_names)
-        self.law = self.make_law(self.model, 1.0 / self.rate, self._gain_kwargs())
+        kw = self._gain_kwargs()
+        kw['input_delay'] = self.input_delay if self.input_delay > 0 else None
+        self.law = self.make_law(self.model, 1.0 / self.rate, kw)
+        if not self.lockstep and hasattr(self.law, 'start_background_design'):
+            self.law.prefetch([self.model.spec.nominal_configuration])
+            self.law.start_background_design()
         self.add_on_set_parameters_callback(self._on_params)
 
         self._lock = threading.Lock()
@@ -173,6 +195,7 @@ class ControllerNode(Node):
         q1 = q0 + self.move_angle
         self.law.references.set(PointToPoint(q0, q1, self.move_time, t), t)
         self._apply_shaping(q1)
+        self._prefetch(self.law.references.active)
         self._started_move = True
         self.get_logger().info(f'default move: {self.move_angle:.3f} rad of every joint in {self.move_time} s')
 
@@ -200,6 +223,20 @@ class ControllerNode(Node):
                 self.get_logger().warn(f'rejected trajectory: {e}')
                 return
             self._apply_shaping(ref.sample(ref.end_time)[0])
+            self._prefetch(ref)
+
+    def _prefetch(self, ref):
+        """Queue the gain-schedule cells a reference visits (modal law, real time: designed in the background)."""
+        if self.lockstep or not hasattr(self.law, 'prefetch') or ref is None:
+            return
+        try:
+            t0 = getattr(ref, 't0', None)
+            t1 = getattr(ref, 'end_time', None)
+            if t0 is None or t1 is None or not (math.isfinite(t0) and math.isfinite(t1)):
+                return
+            self.law.prefetch([ref.sample(t)[0] for t in np.linspace(t0, t1, 50)])
+        except Exception as e:  # noqa: BLE001 - prefetching is an optimisation only
+            self.get_logger().warn(f'gain prefetch failed: {e!r}')
 
     # ------------------------------------------------------------------ loop
     def _compute(self, z, zd, t):
@@ -268,6 +305,8 @@ class ModalNode(ControllerNode):
     def make_law(self, model, dt, kw):
         if kw.get('tip_max', 0.0) == 0.0:
             kw.pop('tip_max', None)
+        if not self.lockstep:       # real time: gains of the reference's cells, designed ahead (background)
+            kw['schedule_on'] = 'reference'
         return ModalLQR(model, dt=dt, **kw)
 
 
@@ -288,6 +327,7 @@ NODES = {'pd_servo': PDServoNode, 'modal': ModalNode, 'computed_torque': Compute
 
 
 def _main(kind, args=None):
+    sys.setswitchinterval(0.0005)      # the callback gets the GIL back quickly from the gain-design thread
     rclpy.init(args=args)
     node = NODES[kind](f'flexarm_{kind}')
     try:
