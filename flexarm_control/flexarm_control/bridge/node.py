@@ -36,6 +36,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
+from flexarm_msgs.msg import FlexState
+
 from .config import PARAMETERS, BridgeConfig, ConfigError
 from .core import DISABLED, ENABLED, BridgeCore
 from .servo_bus import ServoBus
@@ -93,6 +95,10 @@ class BridgeNode(Node):
         self.frame_id = self.cfg['frame_id']
 
         self.pub_js = self.create_publisher(JointState, '/joint_states', _qos(10))
+        # what the servos can tell of the flexible state (joints only: no strain sensing, `links` empty), so the
+        # flexarm controllers, which read /flexarm/state, run on hardware unchanged
+        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', _qos(10))
+        self.n_state = 0
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', _qos(10))
         self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, _qos(10))
         if self.core.position_mask.any():
@@ -157,6 +163,13 @@ class BridgeNode(Node):
         msg.velocity = r.velocity.tolist()
         msg.effort = r.effort.tolist()
         self.pub_js.publish(msg)
+        st = FlexState()
+        st.header = msg.header
+        st.step = self.n_state
+        st.joint_names = msg.name
+        st.position, st.velocity, st.effort = msg.position, msg.velocity, msg.effort
+        self.pub_state.publish(st)
+        self.n_state += 1
 
     def diagnostics_msg(self) -> DiagnosticArray:
         core = self.core
