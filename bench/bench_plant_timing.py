@@ -27,10 +27,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def run_plant(rate, seconds, env):
+def run_plant(rate, seconds, env, priority=0):
     with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f:
         f.write(f'plant:\n  ros__parameters:\n    arm: {ARM}\n    loop_rate: {rate}\n'
-                f'    publish_rates: {{joint_states: {rate}, diagnostics: 1.0}}\n')
+                f'    publish_rates: {{joint_states: {rate}, diagnostics: 1.0}}\n'
+                f'    timing: {{realtime_priority: {priority}}}\n')
         params = f.name
     plant = subprocess.Popen([sys.executable, '-m', 'flexarm_sim.plant.node', '--ros-args', '--params-file', params],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -62,12 +63,14 @@ def main():
     ap.add_argument('--quick', action='store_true', help='~5 s per measurement')
     ap.add_argument('--seconds', type=float, default=None)
     ap.add_argument('--rates', default='1000,2000,5000')
+    ap.add_argument('--priority', type=int, default=0,
+                    help='plant timing.realtime_priority (SCHED_FIFO of the loop thread, where permitted)')
     a = ap.parse_args()
     seconds = a.seconds or (5.0 if a.quick else 60.0)
     env = dict(os.environ, ROS_DOMAIN_ID=str(150 + os.getpid() % 50), ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
     rows = []
     for rate in [float(r) for r in a.rates.split(',')]:
-        p = run_plant(rate, seconds, env)
+        p = run_plant(rate, seconds, env, a.priority)
         d = p['diag']
         t = run_timer(rate, seconds, env)
         us = 1e6
@@ -82,7 +85,8 @@ def main():
         rows.append((rate, 'ratio timer/plant p99', float('nan'), float('nan'),
                      rows[-1][4] / max(rows[-2][4], 1e-9), float('nan'), 0, 0, float('nan'), float('nan'),
                      float('nan'), float('nan'), float('nan')))
-    print(f'plant timing, De Luca two-link arm, {seconds:g} s per row (period error = |tick interval - T|, us)')
+    print(f'plant timing, De Luca two-link arm, {seconds:g} s per row (period error = |tick interval - T|, us)'
+          + (f', loop thread SCHED_FIFO {a.priority}' if a.priority else ''))
     hdr = ('rate', 'loop', 'achieved', 'err p50', 'err p99', 'err max', 'overruns', 'skipped', 'CPU %',
            'step mean', 'step max', 'lat p50', 'lat p99')
     print('| ' + ' | '.join(hdr) + ' |')
