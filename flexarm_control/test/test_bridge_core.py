@@ -4,35 +4,18 @@ Runs the core against the real vendor SDK on a real pty served by ServoEmulator 
 Time for the watchdog and the back-off is passed in explicitly (``cycle(now)``), so these tests do
 not depend on machine load; only the serial replies use the wall clock (generous read timeout).
 """
-import importlib
-import importlib.machinery
 import math
 import os
-import sys
 
+import numpy as np
+import pytest
 
-def _use_real_package(name="flexarm_control"):
-    """See test_dxl_protocol.py: undo pytest#13257 namespace shadowing."""
-    mod = sys.modules.get(name)
-    if mod is None or getattr(mod, "__file__", None):
-        return
-    spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p])
-    if spec is not None and spec.origin and spec.origin.endswith("__init__.py"):
-        del sys.modules[name]
-        importlib.import_module(name)
-
-
-_use_real_package()
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from flexarm_control.bridge import control_table as ct  # noqa: E402
-from flexarm_control.bridge.config import BridgeConfig, ConfigError, flatten, load_yaml  # noqa: E402
-from flexarm_control.bridge.core import (DISABLED, ENABLED, FAULT, RECONNECTING, WD_OK,  # noqa: E402
+from flexarm_control.bridge import control_table as ct
+from flexarm_control.bridge.config import BridgeConfig, ConfigError, flatten, load_yaml
+from flexarm_control.bridge.core import (DISABLED, ENABLED, FAULT, RECONNECTING, WD_OK,
                                          WD_TIMEOUT, WD_WAITING, Backoff, BridgeCore)
-from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
-from flexarm_control.bridge.servo_bus import ServoBus  # noqa: E402
+from flexarm_control.bridge.emulator import ServoEmulator
+from flexarm_control.bridge.servo_bus import ServoBus
 
 pytestmark = pytest.mark.timeout(60)
 

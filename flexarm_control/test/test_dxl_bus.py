@@ -3,8 +3,6 @@
 Timing assertions are deliberately generous (loaded 2-core CI machines); rates
 are printed, never asserted.
 """
-import importlib
-import importlib.machinery
 import math
 import os
 import signal
@@ -12,28 +10,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+import pytest
+import dynamixel_sdk as dxl
 
-def _use_real_package(name="flexarm_control"):
-    """See test_dxl_protocol.py: undo pytest#13257 namespace shadowing."""
-    mod = sys.modules.get(name)
-    if mod is None or getattr(mod, "__file__", None):
-        return
-    spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p])
-    if spec is not None and spec.origin and spec.origin.endswith("__init__.py"):
-        del sys.modules[name]
-        importlib.import_module(name)
-
-
-_use_real_package()
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import dynamixel_sdk as dxl  # noqa: E402
-
-from flexarm_control.bridge import control_table as ct  # noqa: E402
-from flexarm_control.bridge import protocol as p  # noqa: E402
-from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
-from flexarm_control.bridge.servo_bus import (  # noqa: E402
+from flexarm_control.bridge import control_table as ct
+from flexarm_control.bridge import protocol as p
+from flexarm_control.bridge.emulator import ServoEmulator
+from flexarm_control.bridge.servo_bus import (
     BusError, JointServoConfig, PortLostError, ServoBus, ServoBusConfig, ServoCommError,
     measure_cycle_rate)
 

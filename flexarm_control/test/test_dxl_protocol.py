@@ -1,24 +1,4 @@
 """Protocol 2.0 codec, control table and pure unit conversions (no I/O)."""
-import importlib
-import importlib.machinery
-import sys
-
-
-def _use_real_package(name="flexarm_control"):
-    """pytest --import-mode=importlib (pytest#13257) may register the source dir
-    ``flexarm_control/`` as a namespace package named like the real package,
-    hiding ``flexarm_control/flexarm_control``; swap the real one in."""
-    mod = sys.modules.get(name)
-    if mod is None or getattr(mod, "__file__", None):
-        return
-    spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p])
-    if spec is not None and spec.origin and spec.origin.endswith("__init__.py"):
-        del sys.modules[name]
-        importlib.import_module(name)
-
-
-_use_real_package()
-
 import math
 import random
 
