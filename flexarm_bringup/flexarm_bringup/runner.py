@@ -129,11 +129,14 @@ class RunnerNode:
         self.lock = threading.Lock()
         self.samples = []          # (t, q, qd, tau, tip_deformed, tip_rigid, modal)
         self.plant_diag = {}
+        self.controller_diag = {}
         self.n_commands = 0
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos)
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        node.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_cmd, qos)
+        # only to learn that a controller commands: dropped once it does (500 Hz of callbacks would compete with
+        # the state recording on a loaded machine)
+        self.sub_cmd = node.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_cmd, qos)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos)
 
     def _on_state(self, msg):
@@ -147,6 +150,10 @@ class RunnerNode:
 
     def _on_diag(self, msg):
         for st in msg.status:
+            if st.name.startswith('flexarm_control/'):
+                with self.lock:
+                    self.controller_diag = {kv.key: kv.value for kv in st.values}
+                continue
             if st.name.startswith('flexarm_sim') or 'plant' in st.name:
                 with self.lock:
                     self.plant_diag = {kv.key: kv.value for kv in st.values}
@@ -180,8 +187,10 @@ class RunnerNode:
         self.pub_ref.publish(msg)
 
 
-def summarize(samples, q0, angle, move_time, t_move, duration, joint_names, plant_diag, controller):
+def summarize(samples, q0, angle, move_time, t_move, duration, joint_names, plant_diag, controller,
+              controller_diag=None):
     """The run's figures from the recorded FlexState samples (plant time)."""
+    controller_diag = controller_diag or {}
     t = np.array([s[0] for s in samples])
     keep = (t >= t_move - 0.2) & (t <= t_move + duration)
     t = t[keep]
@@ -201,6 +210,7 @@ def summarize(samples, q0, angle, move_time, t_move, duration, joint_names, plan
            'achieved_rate_hz': _num(plant_diag.get('achieved_rate_hz')),
            'overruns': _num(plant_diag.get('overruns')),
            'skipped_periods': _num(plant_diag.get('skipped_periods')),
+           'controller_states_skipped': _num(controller_diag.get('states_skipped')),
            'joint_rms_error_rad': [float(x) for x in np.sqrt(np.mean(err ** 2, axis=0))] if err.size else None,
            'peak_tip_deflection_m': float(defl.max()) if defl.size else None,
            'peak_torque_nm': [float(x) for x in np.abs(tau).max(axis=0)] if tau.size else None}
@@ -360,6 +370,9 @@ def _drive(args, spec, runner, procs, recorder):
         if time.monotonic() > wall_limit:
             return _fail('no state from the plant / no command from the controller within 60 s')
         time.sleep(0.02)
+    if runner.sub_cmd is not None:
+        runner.node.destroy_subscription(runner.sub_cmd)
+        runner.sub_cmd = None
     others = runner.node.count_publishers('/flexarm/state') - 1
     if others > 0:
         return _fail(f'{others} other node(s) publish /flexarm/state in this ROS domain '
@@ -398,8 +411,9 @@ def _drive(args, spec, runner, procs, recorder):
     with runner.lock:
         samples = list(runner.samples)
         diag = dict(runner.plant_diag)
+        cdiag = dict(runner.controller_diag)
     summary, arrays = summarize(samples, q0, angle, args.move_time, t_move, args.duration, spec.joint_names, diag,
-                                args.controller)
+                                args.controller, cdiag)
     summary.update({'arm': spec.name, 'duration_s': args.duration, 'rate_hz': args.rate,
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
                     'single_process': bool(args.single_process), 'move_deg': args.angle,

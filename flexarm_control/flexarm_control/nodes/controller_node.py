@@ -125,13 +125,19 @@ class ControllerNode(Node):
         self._stale = True
         self.n_published = 0
         self.n_rejected = 0
+        self.n_states_skipped = 0    # state periods (1/rate of plant time) this node never answered
+        self._last_t = None
         self._loop_times = []
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', qos)
         self.pub_stamped = self.create_publisher(JointEffortCommand, '/flexarm/effort_command', qos) \
             if self.lockstep else None
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self.create_subscription(FlexState, '/flexarm/state', self._on_state, qos)
+        # real time: keep only the newest state, so a stalled process answers the current state when it resumes
+        # instead of working through a backlog of stale ones (each stale answer is a long input delay, which the
+        # delay-aware laws are not designed for); lock-step: every state must be answered
+        state_qos = QoSProfile(depth=100 if self.lockstep else 1, reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(FlexState, '/flexarm/state', self._on_state, state_qos)
         self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos)
         if not self.lockstep:
             self.create_timer(1.0 / self.rate, self._on_timer)
@@ -171,6 +177,9 @@ class ControllerNode(Node):
             self.get_logger().warn(f'rejected state: {e}', throttle_duration_sec=1.0)
             return
         t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if self._last_t is not None and t - self._last_t > 1.5 / self.rate:
+            self.n_states_skipped += int(round((t - self._last_t) * self.rate)) - 1
+        self._last_t = t
         with self._lock:
             self._state = (z, zd, t, msg.step, time.monotonic())
             if self.default_move and not self._started_move and np.all(np.isfinite(z)):
@@ -276,6 +285,7 @@ class ControllerNode(Node):
             st.level, st.message = DiagnosticStatus.OK, 'running'
         vals = {'law': self.law.name, 'rate_hz': self.rate, 'loop_time_mean_us': float(lt.mean()),
                 'loop_time_max_us': float(lt.max()), 'published': self.n_published, 'rejected': self.n_rejected,
+                'states_skipped': self.n_states_skipped,
                 'faults': self.law.n_faults, 'saturated': ','.join(str(int(x)) for x in self.law.saturated),
                 'stale': self._stale, 'lockstep': self.lockstep}
         st.values = [KeyValue(key=k, value=str(v)) for k, v in vals.items()]
@@ -299,7 +309,7 @@ class PDServoNode(ControllerNode):
 
 
 class ModalNode(ControllerNode):
-    GAIN_PARAMS = {'dq_max': 0.1, 'tip_max': 0.0, 'rho': 0.5, 'integral_time': 1.0, 'schedule_step': 0.1,
+    GAIN_PARAMS = {'dq_max': 0.1, 'tip_max': 0.0, 'rho': 0.1, 'integral_time': 1.0, 'schedule_step': 0.1,
                    'integral': True, 'feedforward': True}
 
     def make_law(self, model, dt, kw):
