@@ -2,8 +2,10 @@
 
 Task: a cycloidal move of every joint by 60 deg in 2.5 s from q = 0, then a 3 s hold (--quick: De Luca only,
 1.5 s hold). Arms: De Luca two-link (horizontal) and Naganathan's spatial 3R (gravity; RK4 sub-steps of 0.25 ms).
-Controllers: PD + rigid feedforward with the thesis gains (controller side, ZOH at 1 kHz); PD servo on the plant
-side (ServoCompliantActuator evaluated every integration sub-step, command from the reference); modal LQR;
+Controllers: PD + rigid feedforward with the thesis gains (controller side, ZOH at 1 kHz, k_v capped by the
+sampling, k_p lowered to stay critically damped where it is); PD servo on the plant side (ServoCompliantActuator
+with the thesis gains uncapped, evaluated every integration sub-step, the step short enough to resolve its
+velocity loop; command from the reference); modal LQR;
 computed torque (w_n = pi f_0); each without and with a ZV shaper on the lightly damped (zeta < 0.6) closed-loop
 modes at the target.
 Metrics: joint RMS tracking error (vs the law's own, possibly shaped, reference); peak tip deflection |tip - rigid
@@ -21,6 +23,7 @@ import numpy as np
 
 from flexarm_control.laws import (ComputedTorque, ModalLQR, PDServo, PointToPoint, ServoCompliantActuator,
                                   make_shaper, model_modes, static_equilibrium)
+from flexarm_control.laws.pd import naganathan_gains
 from flexarm_sim.model import load_model, simulate
 
 ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_bringup', 'config', 'arms')
@@ -37,6 +40,12 @@ class Timed:
         return u
 
 
+def servo_substeps(model, task, dt):
+    """Integration sub-steps per control period that resolve the plant-side servo's velocity loop (thesis gains)."""
+    _, kv, _ = naganathan_gains(model, task=task)
+    return max(1, math.ceil(dt / ServoCompliantActuator.largest_step(model, kv) - 1e-9))
+
+
 def run(model, law, q1, T, hold, dt, substeps, shaping):
     n = model.n_joints
     law.set_reference(PointToPoint(np.zeros(n), q1, T))
@@ -47,7 +56,7 @@ def run(model, law, q1, T, hold, dt, substeps, shaping):
     t_end = T + (law.shaper.duration if law.shaper is not None else 0.0)
     timed = Timed(law)
     plant_side = isinstance(law, ServoCompliantActuator)
-    r = simulate(model, t_end + hold, dt / substeps if plant_side else dt, torque=timed,
+    r = simulate(model, t_end + hold, law.dt if plant_side else dt, torque=timed,
                  substeps=1 if plant_side else substeps, record_energy=False)
     ref = np.array([law.reference.sample(t)[0] for t in r.t])
     rms = math.sqrt(np.mean((r.q - ref) ** 2))
@@ -79,14 +88,15 @@ def main(argv=None):
         n = model.n_joints
         q1 = np.full(n, math.pi / 3)
         task = [np.zeros(n), q1]
+        sub_servo = max(sub, servo_substeps(model, task, dt))
         laws = {
             'PD (thesis gains)': lambda: PDServo(model, task=task, dt=dt),
-            'PD servo, plant side': lambda: ServoCompliantActuator(model, task=task, dt=dt / sub),
+            'PD servo, plant side': lambda: ServoCompliantActuator(model, task=task, dt=dt / sub_servo),
             'modal LQR': lambda: ModalLQR(model, dt=dt),
             'computed torque': lambda: ComputedTorque(model, dt=dt),
         }
         print(f'\n{arm}: 60 deg cycloid of every joint in 2.5 s, {hold} s hold, control 1 kHz, '
-              f'RK4 {dt / sub * 1e3:.2f} ms')
+              f'RK4 {dt / sub * 1e3:.2f} ms (plant-side servo: {dt / sub_servo * 1e6:.1f} us)')
         print(f'{"controller":34s} {"RMS e_q":>9s} {"tip defl":>9s} {"resid":>9s} {"settle":>7s} '
               f'{"peak |tau| (N m)":>26s} {"us/upd":>7s}')
         for name, mk in laws.items():

@@ -54,16 +54,21 @@ def test_naganathan_gain_rules(deluca):
     assert np.allclose(info['servo_hz'], f0 / 2)                             # servo at half the structure
 
 
-def _pd_same_joint1_bandwidth(model):
-    """PD + rigid feedforward: shoulder servo at 2 Hz (critically damped at its inertia), elbow by the thesis
-    rule (its velocity gain is bounded by the 1 kHz sampling: the elbow's effective inertia with the links free
-    is only 2.3e-4 kg m^2)."""
-    kp0, kv0, _ = naganathan_gains(model)
-    J = reflected_inertia(model, np.zeros(model.n_joints))
-    w = 2 * math.pi * 2.0
-    kp, kv = w * w * J, 2 * w * J
-    kp[1], kv[1] = kp0[1], kv0[1]
-    return kp, kv
+def _pd_at_lqr_joint_bandwidth(model, lqr, q):
+    """PD + rigid feedforward with the modal LQR's joint bandwidth: w_b = geometric mean of the magnitudes of the
+    2n slowest closed-loop poles of the LQR at q (its joint poles; the elastic ones are faster), k_p = w_b^2 J,
+    k_v = 2 w_b J (critically damped on the rigid inertia J at q), k_v capped by the 1 kHz sampling
+    (velocity_gain_cap: the De Luca elbow has only 2.3e-4 kg m^2 with the links free, so its k_v stays at 0.16
+    N m s/rad where the LQR, which also feeds back the modal rates, uses ~4.5)."""
+    from flexarm_sim.model import linearize
+    N, n = model.n_coords, model.n_joints
+    z0 = np.zeros(N)
+    z0[model.q_index] = q
+    A, B = linearize(model, z0).state_space()
+    mags = np.sort(np.abs(np.linalg.eigvals(A - B @ lqr.feedback_matrix(q))))[:2 * n]
+    wb = float(np.exp(np.mean(np.log(mags))))
+    J = reflected_inertia(model, q)
+    return PDServo(model, wb * wb * J, 2 * wb * J), wb
 
 
 def _residual(model, law, q1, T, t_total):
@@ -78,19 +83,24 @@ def _residual(model, law, q1, T, t_total):
 
 
 def test_modal_feedback_and_input_shaping_cut_residual_vibration(deluca):
-    """Residual tip vibration after the (shaped) reference has ended, 0.2 rad cycloid of both joints in 2.5 s."""
-    q1, T, t_total = np.full(2, 0.2), 2.5, 5.5
-    kp, kv = _pd_same_joint1_bandwidth(deluca)
-    res_pd, r_pd = _residual(deluca, PDServo(deluca, kp, kv), q1, T, t_total)
-    res_lqr, _ = _residual(deluca, ModalLQR(deluca), q1, T, t_total)
-    pd = PDServo(deluca, kp, kv)
-    f, zeta = model_modes(deluca, q1, 'closed_loop', K=pd.feedback_matrix(q1))
+    """Naganathan's case 1 on the De Luca arm: 60 deg cycloid of both joints in 2.5 s, residual tip vibration
+    (max |tip - tip at rest at the target| after the (shaped) reference has ended). Versus PD with the LQR's joint
+    bandwidth (0.82 Hz here), the modal LQR and a ZV shaper (on the PD's lightly damped closed-loop modes) in front
+    of that PD each cut it by >= 5x (measured 0.445 m PD, 0.046 m LQR, 0.020 m PD + ZV)."""
+    q1, T, t_total = np.full(2, math.pi / 3), 2.5, 8.5
+    lqr = ModalLQR(deluca)
+    pd, wb = _pd_at_lqr_joint_bandwidth(deluca, lqr, q1)
+    assert 0.2 < wb / (2 * math.pi) < 3.0
+    res_pd, _ = _residual(deluca, pd, q1, T, t_total)
+    res_lqr, _ = _residual(deluca, lqr, q1, T, t_total)
+    pd_zv, _ = _pd_at_lqr_joint_bandwidth(deluca, lqr, q1)
+    f, zeta = model_modes(deluca, q1, 'closed_loop', K=pd_zv.feedback_matrix(q1))
     sel = zeta < 0.6
-    pd.set_shaper(make_shaper('zv', f[sel][:2], zeta[sel][:2]))
-    res_zv, _ = _residual(deluca, pd, q1, T, t_total)
-    assert res_pd > 0.02
-    assert res_lqr * 5 <= res_pd
-    assert res_zv * 5 <= res_pd
+    pd_zv.set_shaper(make_shaper('zv', f[sel][:2], zeta[sel][:2]))
+    res_zv, _ = _residual(deluca, pd_zv, q1, T, t_total)
+    assert res_pd > 0.1
+    assert res_lqr * 5 <= res_pd, (res_pd, res_lqr)
+    assert res_zv * 5 <= res_pd, (res_pd, res_zv)
 
 
 def _delayed_loop(model, law, q1, T, t_total, delay, period):
@@ -127,19 +137,22 @@ def test_modal_feedback_delay_margin(deluca):
 
 
 def test_servo_compliance_plant_side(deluca):
-    """Plant-side servo (evaluated every integration step, 5 kHz): the joint deviation from the command is the
-    servo compliance and shrinks with the servo stiffness; the stiff servo is stable at this rate."""
+    """Plant-side servo (evaluated every integration step, 10 kHz): the joint deviation from the command is the
+    servo compliance and shrinks with the servo stiffness; the stiff servo is stable at this rate, and a step too
+    long to resolve its velocity loop (k_v dt / J_hf > 1) is refused."""
     q1, T = np.full(2, 0.3), 2.5
     kp, kv, _ = naganathan_gains(deluca)
     joint_err = []
     for scale in (1.0, 16.0):
-        act = ServoCompliantActuator(deluca, kp * scale, kv * math.sqrt(scale), dt=2e-4)
+        act = ServoCompliantActuator(deluca, kp * scale, kv * math.sqrt(scale), dt=1e-4)
         act.set_reference(PointToPoint(np.zeros(2), q1, T))
-        r = simulate(deluca, T + 1.0, 2e-4, torque=act, record_energy=False)
+        r = simulate(deluca, T + 1.0, 1e-4, torque=act, record_energy=False)
         ref = np.array([act.reference.sample(t)[0] for t in r.t[::10]])
         joint_err.append(np.max(np.abs(r.q[::10] - ref)))
         assert act.n_faults == 0
     assert joint_err[1] < 0.6 * joint_err[0]     # measured 0.033 vs 0.061 rad
+    with pytest.raises(ValueError, match='too long'):
+        ServoCompliantActuator(deluca, kp * 16, kv * 4, dt=2e-4)      # J_hf / k_v = 1.6e-4 s on the elbow
 
 
 def test_non_finite_inputs_give_zero_torque(deluca):

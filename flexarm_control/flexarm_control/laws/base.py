@@ -46,20 +46,20 @@ def joint_hf_inertia(model, q=None):
     return 1.0 / np.diag(Minv)[qi]
 
 
-# per-sample velocity loop gain a = k_v T / J_hf allowed by `velocity_gain_cap`. With a one-sample input delay
-# the loop v_{k+1} = v_k - a v_{k-1} is stable for a < 1 and has poles of modulus sqrt(a): 0.35 keeps them at 0.6
-# (well damped, robust to delays between 0 and 1.5 samples).
-VELOCITY_LOOP_GAIN = 0.35
+# phase budget of the sampled velocity loop (rad): k_v / J_hf (its crossover) times the loop's lag dt/2 + delay
+# (zero-order hold + input delay) may use 20 deg, leaving a 70 deg phase margin. With one sample of delay
+# this is k_v dt / J_hf = 0.23 (the loop v_{k+1} = v_k - a v_{k-1} then has poles of modulus 0.48); without
+# delay 0.70 (v_{k+1} = (1 - a) v_k: pole 0.3, no ringing).
+VELOCITY_LOOP_PHASE = math.radians(20.0)
 
 
-def velocity_gain_cap(model, dt, input_delay=0.0, q=None, loop_gain=VELOCITY_LOOP_GAIN):
+def velocity_gain_cap(model, dt, input_delay=0.0, q=None, phase=VELOCITY_LOOP_PHASE):
     """Largest joint velocity gain k_v,j (N m s/rad: torque per joint rate) that a law sampled every dt (zero-order
     hold) and applied after an input delay (s) can use without its high-frequency velocity loop (the joint inertia
-    with the links free, `joint_hf_inertia`) ringing or going unstable: k_v,j <= a J_hf,j / dt_eff with
-    a = loop_gain (VELOCITY_LOOP_GAIN, the one-sample-delay design point) and dt_eff = max(dt, dt/2 + input_delay)
-    (a delay up to half a sample is covered by the one-sample-delay design; longer delays lengthen the sample)."""
-    dt_eff = max(float(dt), 0.5 * float(dt) + float(input_delay))
-    return loop_gain * joint_hf_inertia(model, q) / dt_eff
+    with the links free, `joint_hf_inertia`) ringing or going unstable:
+        k_v,j <= phase J_hf,j / (dt / 2 + input_delay)        (phase: VELOCITY_LOOP_PHASE, 70 deg margin)."""
+    lag = 0.5 * float(dt) + max(float(input_delay), 0.0)
+    return phase * joint_hf_inertia(model, q) / lag
 
 
 def as_vector(x, n, name, positive=False, nonnegative=False):

@@ -12,9 +12,12 @@ q'' = v imposed, the modal rows J_dq v + J_dd d'' = R_d give d'' and
 which cancels the measured elastic coupling on the joints (the links still vibrate: the modes are then the
 zero dynamics of the joint output, i.e. the clamped-joint modes).
 
-Sampled-data limit (`input_delay` given, s: the law runs every dt and its torque acts after that delay, as over
-ROS): the torque per joint rate J_qq,jj K_v,j is capped by `velocity_gain_cap` (at the current configuration), so
-the joint's high-frequency velocity loop (inertia with the links free) stays stable.
+Sampled-data limit (the law runs every dt, zero-order hold, and its torque acts `input_delay` s later, as over
+ROS; default 0): the torque per joint rate J_qq,jj K_v,j is capped by `velocity_gain_cap`, so the joint's
+high-frequency velocity loop (inertia with the links free) stays stable. Without the cap the spatial 3R arm at
+1 kHz (w_n = pi f_0 = 59 rad/s on J_qq ~ 30 kg m^2 behind hubs of 0.05 kg m^2) rang into its torque limits; with
+it the same move tracks with 2e-4 rad RMS (the joint loop is lightly damped but the rigid model feeds forward
+nearly all of the torque).
 """
 from __future__ import annotations
 
@@ -29,8 +32,7 @@ class ComputedTorque(ControlLaw):
     def __init__(self, model, omega_n=None, zeta=1.0, include_deflection=False, input_delay=None, **kw):
         super().__init__(model, **kw)
         self.input_delay = input_delay
-        self.kv_torque_cap = (velocity_gain_cap(model, self.dt, input_delay) if input_delay is not None
-                              else np.full(self.n, np.inf))
+        self.kv_torque_cap = velocity_gain_cap(model, self.dt, 0.0 if input_delay is None else input_delay)
         if omega_n is None:
             omega_n = self.default_bandwidth(model)
         self.omega_n = as_vector(omega_n, self.n, 'omega_n', positive=True)
@@ -70,9 +72,8 @@ class ComputedTorque(ControlLaw):
 
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
         q, qd = z[self.qi], zd[self.qi]
-        kv = self.kv
-        if self.input_delay is not None:
-            kv = np.minimum(kv, self.kv_torque_cap / np.diag(self.rigid.mass_matrix(q)))
+        Jr = self.rigid.mass_matrix(q)
+        kv = np.minimum(self.kv, self.kv_torque_cap / np.diag(Jr))
         v = qdd_d + kv * (qd_d - qd) + self.kp * (q_d - q)
         if self.include_deflection and self.mi.size:
             J = self.model.mass_matrix(z)
@@ -80,13 +81,12 @@ class ComputedTorque(ControlLaw):
             qi, mi = self.qi, self.mi
             dd = np.linalg.solve(J[np.ix_(mi, mi)], R[mi] - J[np.ix_(mi, qi)] @ v)
             return J[np.ix_(qi, qi)] @ v + J[np.ix_(qi, mi)] @ dd - R[qi]
-        J = self.rigid.mass_matrix(q)
-        return J @ v - self.rigid.rhs(q, qd, self._zero_tau)
+        return Jr @ v - self.rigid.rhs(q, qd, self._zero_tau)
 
     def feedback_matrix(self, q):
         N = self.model.n_coords
         J = self.rigid.mass_matrix(np.asarray(q, float))
         K = np.zeros((self.n, 2 * N))
         K[:, self.qi] = J * self.kp[None, :]
-        K[:, N + self.qi] = J * self.kv[None, :]
+        K[:, N + self.qi] = J * np.minimum(self.kv, self.kv_torque_cap / np.diag(J))[None, :]
         return K

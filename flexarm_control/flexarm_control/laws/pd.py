@@ -15,6 +15,12 @@ Choices made here (`naganathan_gains`):
   * J_max,j = the largest J_qq[j, j] over the task (sampled joint configurations, default: the nominal one and
     the move's target), so the servo is critically damped at J_max and overdamped at smaller inertia (p.46).
 
+Sampled-data limit (`laws.base.velocity_gain_cap`): a law held for dt (no further delay) can only use
+k_v,j <= 0.70 J_hf,j / dt (J_hf: the joint's inertia with the links free). Where the rule's k_v is above it, k_v is capped and, for rule
+gains, k_p lowered to k_v^2 / (4 J_max). On the spatial 3R arm at 1 kHz (hubs of 0.05 / 0.02 kg m^2 behind 1 m
+steel links) this leaves servos of 0.5 / 0.07 / 0.09 Hz instead of the rule's 9.4 Hz: the thesis's servo is a
+drive-level loop much faster than a 1 kHz torque controller (`gain_info['kv_sample_capped']` says where).
+
 Two places the servo can live:
   * `PDServo` is a controller: it runs at the control rate, its torque is held for a control period
     (zero-order hold) and, over ROS, it acts on a state that is at least one period old.
@@ -64,21 +70,31 @@ class PDServo(ControlLaw):
     name = 'pd_servo'
 
     def __init__(self, model, kp=None, kv=None, feedforward=True, velocity='error', task=None, input_delay=None,
-                 **kw):
+                 sample_cap=True, **kw):
         super().__init__(model, **kw)
-        # sampled-data limit (input_delay given, s): k_v is capped by velocity_gain_cap(dt, input_delay) so the
-        # joint's high-frequency velocity loop stays stable when the law runs at dt behind a transport delay (ROS)
+        # sampled-data limit: the law runs every dt (zero-order hold) and, over ROS, acts input_delay (s) later;
+        # k_v is capped by velocity_gain_cap(dt, input_delay) so the joint's high-frequency velocity loop (the hub
+        # with the links free) stays stable. With rule gains, a capped joint also gets k_p = k_v^2 / (4 J_max)
+        # (critically damped at J_max, as the rule intends); the sample rate then bounds the servo bandwidth.
         self.input_delay = input_delay
-        self.kv_cap = (velocity_gain_cap(model, self.dt, input_delay) if input_delay is not None
+        self.kv_cap = (velocity_gain_cap(model, self.dt, 0.0 if input_delay is None else input_delay) if sample_cap
                        else np.full(self.n, np.inf))
+        from_rule = kp is None
         if kp is None or kv is None:
             kp0, kv0, self.gain_info = naganathan_gains(model, task=task)
             kp = kp0 if kp is None else kp
             kv = kv0 if kv is None else kv
         else:
             self.gain_info = {}
-        self.kp = as_vector(kp, self.n, 'kp', nonnegative=True)
-        self.kv = np.minimum(as_vector(kv, self.n, 'kv', nonnegative=True), self.kv_cap)
+        kp = as_vector(kp, self.n, 'kp', nonnegative=True)
+        kv_wanted = as_vector(kv, self.n, 'kv', nonnegative=True)
+        self.kv = np.minimum(kv_wanted, self.kv_cap)
+        capped = self.kv < kv_wanted
+        if from_rule and np.any(capped):
+            Jmax = self.gain_info['Jmax']
+            kp = np.where(capped, np.minimum(kp, self.kv ** 2 / (4.0 * Jmax)), kp)
+        self.kp = kp
+        self.gain_info = dict(self.gain_info, kv_sample_capped=capped, kv_cap=self.kv_cap.copy())
         if velocity not in ('error', 'actual'):
             raise ValueError("velocity must be 'error' (eq. 2.29) or 'actual' (eq. 2.26)")
         self.velocity = velocity
@@ -120,10 +136,26 @@ class ServoCompliantActuator(PDServo):
     name = 'servo_actuator'
 
     def __init__(self, model, kp=None, kv=None, hold_period=None, **kw):
+        """dt: the plant's integration step. The servo stands for a continuous (drive-level) loop, so its gains are
+        not capped by a sample rate; instead the step must resolve it: k_v,j dt / J_hf,j <= 1 (the held velocity
+        loop is then critically damped at worst), else ValueError naming the largest usable step."""
+        kw['sample_cap'] = False
         super().__init__(model, kp=kp, kv=kv, **kw)
+        self.max_step = self.largest_step(model, self.kv)
+        if self.dt > self.max_step * (1 + 1e-9):
+            raise ValueError(f'integration step {self.dt:.3g} s is too long for this servo (k_v = '
+                             f'{np.array2string(self.kv, precision=3)}): use <= {self.max_step:.3g} s')
         self.hold_period = hold_period
         self._held = None           # (t_sample, q_d, qd_d, tau_ff)
         self._external = None
+
+    @staticmethod
+    def largest_step(model, kv):
+        """Largest integration step (s) that resolves the velocity loop: min_j J_hf,j / k_v,j."""
+        from .base import joint_hf_inertia
+        kv = np.asarray(kv, dtype=float)
+        with np.errstate(divide='ignore'):
+            return float(np.min(np.where(kv > 0, joint_hf_inertia(model) / kv, np.inf)))
 
     def command(self, q_d, qd_d=None, tau_ff=None):
         """Set the commanded motion directly (used when a controller drives the servo)."""
