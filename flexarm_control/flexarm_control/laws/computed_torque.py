@@ -17,13 +17,15 @@ ROS; default 0): the torque per joint rate J_qq,jj K_v,j is capped by `velocity_
 high-frequency velocity loop (inertia with the links free) stays stable. Without the cap the spatial 3R arm at
 1 kHz (w_n = pi f_0 = 59 rad/s on J_qq ~ 30 kg m^2 behind hubs of 0.05 kg m^2) rang into its torque limits; with
 it the same move tracks with 2e-4 rad RMS (the joint loop is lightly damped but the rigid model feeds forward
-nearly all of the torque).
+nearly all of the torque). The position gain is capped the same way (J_qq K_p <= J_hf (phase / lag)^2, the hub
+loop crossing over no faster than the velocity loop): over ROS (500 Hz, 2 ms delay) the uncapped K_p = (pi f_0)^2
+put the spatial arm's shoulder hub loop near 180 Hz and it diverged into the torque limits.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .base import ControlLaw, as_vector, rigid_model_of, velocity_gain_cap
+from .base import ControlLaw, as_vector, joint_hf_inertia, rigid_model_of, velocity_gain_cap
 
 
 class ComputedTorque(ControlLaw):
@@ -32,7 +34,11 @@ class ComputedTorque(ControlLaw):
     def __init__(self, model, omega_n=None, zeta=1.0, include_deflection=False, input_delay=None, **kw):
         super().__init__(model, **kw)
         self.input_delay = input_delay
-        self.kv_torque_cap = velocity_gain_cap(model, self.dt, 0.0 if input_delay is None else input_delay)
+        delay = 0.0 if input_delay is None else input_delay
+        self.kv_torque_cap = velocity_gain_cap(model, self.dt, delay)
+        # position gain of the hub-level loop: J_qq K_p on J_hf must cross over no faster than the velocity loop,
+        # J_qq K_p <= J_hf (phase / lag)^2, i.e. w_n,j <= (phase / lag) sqrt(J_hf,j / J_qq,jj)
+        self.kp_torque_cap = self.kv_torque_cap ** 2 / joint_hf_inertia(model)
         if omega_n is None:
             omega_n = self.default_bandwidth(model)
         self.omega_n = as_vector(omega_n, self.n, 'omega_n', positive=True)
@@ -73,8 +79,8 @@ class ComputedTorque(ControlLaw):
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
         q, qd = z[self.qi], zd[self.qi]
         Jr = self.rigid.mass_matrix(q)
-        kv = np.minimum(self.kv, self.kv_torque_cap / np.diag(Jr))
-        v = qdd_d + kv * (qd_d - qd) + self.kp * (q_d - q)
+        kv, kp = self.sampled_gains(Jr)
+        v = qdd_d + kv * (qd_d - qd) + kp * (q_d - q)
         if self.include_deflection and self.mi.size:
             J = self.model.mass_matrix(z)
             R = self.model.rhs(z, zd, self._zero_tau)
@@ -83,10 +89,16 @@ class ComputedTorque(ControlLaw):
             return J[np.ix_(qi, qi)] @ v + J[np.ix_(qi, mi)] @ dd - R[qi]
         return Jr @ v - self.rigid.rhs(q, qd, self._zero_tau)
 
+    def sampled_gains(self, J):
+        """(K_v, K_p) in use at rigid inertia J: the set gains limited by the sampled-data caps."""
+        Jd = np.diag(J)
+        return (np.minimum(self.kv, self.kv_torque_cap / Jd), np.minimum(self.kp, self.kp_torque_cap / Jd))
+
     def feedback_matrix(self, q):
         N = self.model.n_coords
         J = self.rigid.mass_matrix(np.asarray(q, float))
+        kv, kp = self.sampled_gains(J)
         K = np.zeros((self.n, 2 * N))
-        K[:, self.qi] = J * self.kp[None, :]
-        K[:, N + self.qi] = J * np.minimum(self.kv, self.kv_torque_cap / np.diag(J))[None, :]
+        K[:, self.qi] = J * kp[None, :]
+        K[:, N + self.qi] = J * kv[None, :]
         return K

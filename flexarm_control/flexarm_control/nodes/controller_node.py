@@ -305,7 +305,17 @@ class PDServoNode(ControllerNode):
         return kw
 
     def make_law(self, model, dt, kw):
-        return PDServo(model, dt=dt, **kw)
+        law = PDServo(model, dt=dt, **kw)
+        capped = np.asarray(law.gain_info.get('kv_sample_capped', np.zeros(law.n, bool)))
+        if np.any(capped):
+            names = [model.spec.joint_names[j] for j in np.nonzero(capped)[0]]
+            self.get_logger().warning(
+                f'pd_servo: at {1.0 / dt:.0f} Hz with {law.input_delay or 0.0:.4f} s of input delay the velocity '
+                f'gain of {names} is capped at {np.array2string(law.kv_cap[capped], precision=3)} N m s/rad '
+                f'(the joint inertia with the links free is small); those servos are soft (k_p = '
+                f'{np.array2string(law.kp[capped], precision=3)} N m/rad). A stiffer servo belongs in the drive '
+                f'(plant-side ServoCompliantActuator) or needs a higher rate.')
+        return law
 
 
 class ModalNode(ControllerNode):
@@ -330,7 +340,16 @@ class ComputedTorqueNode(ControllerNode):
         return kw
 
     def make_law(self, model, dt, kw):
-        return ComputedTorque(model, dt=dt, **kw)
+        law = ComputedTorque(model, dt=dt, **kw)
+        J = law.rigid.mass_matrix(np.asarray(model.spec.nominal_configuration, float))
+        kv, kp = law.sampled_gains(J)
+        if np.any(kp < law.kp * (1 - 1e-9)):
+            self.get_logger().warning(
+                f'computed_torque: at {1.0 / dt:.0f} Hz with {law.input_delay or 0.0:.4f} s of input delay the '
+                f'joint bandwidth is capped at w_n = {np.array2string(np.sqrt(kp), precision=3)} rad/s (set '
+                f'{np.array2string(law.omega_n, precision=3)}) and the damping at zeta = '
+                f'{np.array2string(kv / (2 * np.sqrt(kp)), precision=3)} by the hubs\' inertia with the links free')
+        return law
 
 
 NODES = {'pd_servo': PDServoNode, 'modal': ModalNode, 'computed_torque': ComputedTorqueNode}
