@@ -49,8 +49,10 @@ def test_run_lockstep_summary_recording_and_plot(ros_env, tmp_path, single):
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert s['arm'] == 'deluca_two_link' and s['controller'] == 'pd_servo'
     assert s['plant_time_s'] >= (1.0 if single else 3.0)
-    # Naganathan's 60 deg / 2.5 s move under the thesis-rule PD (in-process: RMS 0.035 / 0.062 rad)
-    assert all(0 <= e < 0.2 for e in s['joint_rms_error_rad'])
+    # Naganathan's 60 deg / 2.5 s move under the thesis-rule PD at 500 Hz, its elbow velocity gain capped by the
+    # sampling (laws/pd.py; measured RMS 0.042 / 0.217 rad; before the cap 0.035 / 0.062 with an elbow loop at
+    # k_v dt / J_hf = 3.2): a loose "it tracks" bound
+    assert all(0 <= e < 0.3 for e in s['joint_rms_error_rad'])
     assert 0 < s['peak_tip_deflection_m'] < 0.5
     assert max(s['peak_torque_nm']) <= 2.0 + 1e-9                     # the arm's torque limits
     assert png.stat().st_size > 10000

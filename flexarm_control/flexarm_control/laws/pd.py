@@ -16,10 +16,13 @@ Choices made here (`naganathan_gains`):
     the move's target), so the servo is critically damped at J_max and overdamped at smaller inertia (p.46).
 
 Sampled-data limit (`laws.base.velocity_gain_cap`): a law held for dt (no further delay) can only use
-k_v,j <= 0.70 J_hf,j / dt (J_hf: the joint's inertia with the links free). Where the rule's k_v is above it, k_v is capped and, for rule
-gains, k_p lowered to k_v^2 / (4 J_max). On the spatial 3R arm at 1 kHz (hubs of 0.05 / 0.02 kg m^2 behind 1 m
-steel links) this leaves servos of 0.5 / 0.07 / 0.09 Hz instead of the rule's 9.4 Hz: the thesis's servo is a
-drive-level loop much faster than a 1 kHz torque controller (`gain_info['kv_sample_capped']` says where).
+k_v,j <= 0.70 J_hf,j / dt (J_hf: the joint's inertia with the links free). Where the rule's k_v is above it, k_v is
+capped and, for rule gains, k_p lowered to at most k_v^2 / (4 zeta_min^2 J_max) (zeta_min = `min_damping`, 0.3: the
+rule's critical damping cannot be kept with a capped k_v without a servo too soft to hold the arm; measured on the
+spatial 3R arm at 1 kHz, 60 deg move: zeta_min 1.0 / 0.5 / 0.3 -> joint RMS error 0.38 / 0.084 / 0.0009 rad; the
+De Luca arm at 500 Hz: 0.115 / 0.115 / 0.124 rad). On the spatial arm (hubs of 0.05 / 0.02 kg m^2 behind 1 m steel
+links) the servos are then at 3.6 / 0.5 / 0.6 Hz instead of the rule's 9.4 Hz: the thesis's servo is a drive-level
+loop much faster than a 1 kHz torque controller (`gain_info['kv_sample_capped']` says where).
 
 Two places the servo can live:
   * `PDServo` is a controller: it runs at the control rate, its torque is held for a control period
@@ -70,12 +73,12 @@ class PDServo(ControlLaw):
     name = 'pd_servo'
 
     def __init__(self, model, kp=None, kv=None, feedforward=True, velocity='error', task=None, input_delay=None,
-                 sample_cap=True, **kw):
+                 sample_cap=True, min_damping=0.3, **kw):
         super().__init__(model, **kw)
         # sampled-data limit: the law runs every dt (zero-order hold) and, over ROS, acts input_delay (s) later;
         # k_v is capped by velocity_gain_cap(dt, input_delay) so the joint's high-frequency velocity loop (the hub
-        # with the links free) stays stable. With rule gains, a capped joint also gets k_p = k_v^2 / (4 J_max)
-        # (critically damped at J_max, as the rule intends); the sample rate then bounds the servo bandwidth.
+        # with the links free) stays stable. With rule gains, a capped joint keeps the rule's k_p down to a damping
+        # ratio of min_damping at J_max: k_p <= k_v^2 / (4 min_damping^2 J_max) (module docstring).
         self.input_delay = input_delay
         self.kv_cap = (velocity_gain_cap(model, self.dt, 0.0 if input_delay is None else input_delay) if sample_cap
                        else np.full(self.n, np.inf))
@@ -92,7 +95,7 @@ class PDServo(ControlLaw):
         capped = self.kv < kv_wanted
         if from_rule and np.any(capped):
             Jmax = self.gain_info['Jmax']
-            kp = np.where(capped, np.minimum(kp, self.kv ** 2 / (4.0 * Jmax)), kp)
+            kp = np.where(capped, np.minimum(kp, self.kv ** 2 / (4.0 * float(min_damping) ** 2 * Jmax)), kp)
         self.kp = kp
         self.gain_info = dict(self.gain_info, kv_sample_capped=capped, kv_cap=self.kv_cap.copy())
         if velocity not in ('error', 'actual'):
