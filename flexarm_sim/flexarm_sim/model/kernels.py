@@ -27,17 +27,22 @@ Workspace arrays are allocated once per model (ArmModel) and reused; the kernels
 import numpy as np
 from numba import njit
 
+# Floating-point freedoms of the kernels: reassociation, contraction (FMA), reciprocal, signed zeros; not 'nnan' /
+# 'ninf' (callers check results for non-finite values, which those would let LLVM optimise away). Measured with
+# bench/bench_dynamics.py --quick: De Luca forward dynamics 2.54 -> 2.16 us, RK4 step 11.5 -> 9.8 us.
+FASTMATH = {'reassoc', 'contract', 'arcp', 'nsz'}
+
 # Performance notes: fields of the KernelData / Workspace named tuples are unpacked into locals once per
 # kernel call (every attribute access of an array in a named tuple costs an atomic reference-count
 # update in numba), and the per-body helper is inlined and takes plain arrays.
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True, inline='always', fastmath=FASTMATH)
 def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True, inline='always', fastmath=FASTMATH)
 def _elastic_rotation(th0, th1, th2, Re, G):
     """Re = Rz(th_z) Ry(th_y) Rx(th_x); columns of G map (thdot_x, thdot_y, thdot_z) to the
     relative angular velocity in the parent (link) frame: G = [Rz Ry e_x, Rz e_y, e_z]."""
@@ -67,7 +72,7 @@ def _elastic_rotation(th0, th1, th2, Re, G):
 # ---------------------------------------------------------------------------------------------- one body
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True, inline='always', fastmath=FASTMATH)
 def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
                 M, S0, I0, Phibar, I1, I2, H0, H1, Mdd,
                 J, rhs, want_mass, A, Y, Ak, Hm):
@@ -236,7 +241,7 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
 # ---------------------------------------------------------------------------------------------- the dynamics
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     """Fill J (symmetric) and rhs = R(z, z', tau) of J z'' = R."""
     n = d.n_joints
@@ -485,7 +490,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                 J[r, c] = J[c, r]
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def cholesky_solve(A, b, N, L, x):
     """Solve A x = b for symmetric positive definite A (N x N) using workspace L. Returns False if not PD."""
     for j in range(N):
@@ -514,7 +519,7 @@ def cholesky_solve(A, b, N, L, x):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def forward_dynamics(d, ws, z, zd, tau, zdd):
     """z'' = J^-1 R. Returns False (and leaves zdd undefined) if J is not positive definite."""
     J = ws.J
@@ -526,7 +531,7 @@ def forward_dynamics(d, ws, z, zd, tau, zdd):
 # ---------------------------------------------------------------------------------------------- integrators
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def rk4_step(d, ws, z, zd, tau, dt, substeps):
     """Advance (z, zd) in place by `substeps` classical RK4 steps of dt/substeps. False on failure."""
     N = d.n_coords
@@ -572,7 +577,7 @@ def rk4_step(d, ws, z, zd, tau, dt, substeps):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
     """Implicit midpoint rule (symplectic, A-stable), simplified Newton on the stiff linear part.
 
@@ -646,7 +651,7 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
 # ---------------------------------------------------------------------------------------------- kinematics, energy
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def link_frames(d, z, RF, pL, RE, pE):
     """Frames of every link at configuration z: RF[j] (rotation of F_j = L_j), pL[j] (origin of L_j),
     RE[j], pE[j] (elastic tip frame of link j, before the twist)."""
@@ -700,7 +705,7 @@ def link_frames(d, z, RF, pL, RE, pE):
             pt[i] = pE[j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def potential_energies(d, z, RF, pL, RE, pE):
     """(elastic, gravity) potential energy at z. Gravity: V = -g . sum_b (M_b p_b + R_b S_b(delta))."""
     link_frames(d, z, RF, pL, RE, pE)
