@@ -142,3 +142,33 @@ def test_invalid_parameter_file_fails_naming_the_parameter(spawn, tmp_path):
         out, err = p.communicate(timeout=90)
         assert p.returncode == 2, err
         assert f"'{name}'" in err, err
+
+
+def test_markers_over_dds_match_the_state(spawn, tmp_path, client_for):
+    """/flexarm/markers (published as pre-serialized bytes, plant/raw_markers.py) arrive as regular MarkerArrays:
+    one LINE_STRIP per link starting at its joint, the joints + tip as a SPHERE_LIST ending at the state's
+    end-effector position, and a trail of trail_length points, all stamped in plant time."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from visualization_msgs.msg import Marker, MarkerArray
+    plant = start_plant(spawn, tmp_path, arm='deluca_two_link',
+                        **{'publish_rates.markers': 30.0, 'markers.trail_length': 40, 'publish_rates.state': 100.0})
+    c = client_for(plant)
+    got = []
+    c.node.create_subscription(MarkerArray, '/flexarm/markers', got.append,
+                               QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+    c.wait_started()
+    c.spin_until(lambda: len(got) >= 5 and len(c.states) >= 5, what='markers and states')
+    arr = got[-1]
+    links = [m for m in arr.markers if m.ns.endswith('/links')]
+    joints = [m for m in arr.markers if m.id == 100][0]
+    trail = [m for m in arr.markers if m.id == 101][0]
+    assert len(links) == 2 and all(m.type == Marker.LINE_STRIP and len(m.points) == 21 for m in links)
+    assert joints.type == Marker.SPHERE_LIST and len(joints.points) == 3
+    assert trail.action == Marker.ADD and len(trail.points) == 40
+    assert all(m.header.frame_id == 'base_link' for m in arr.markers)
+    t_mk = arr.markers[0].header.stamp.sec + 1e-9 * arr.markers[0].header.stamp.nanosec
+    state = min(c.states, key=lambda s: abs(s.header.stamp.sec + 1e-9 * s.header.stamp.nanosec - t_mk))
+    tip = joints.points[-1]
+    p = state.end_effector_pose.position
+    assert abs(tip.x - p.x) + abs(tip.y - p.y) + abs(tip.z - p.z) < 1e-6      # same instant, same tip
+    assert abs(links[1].points[0].x - joints.points[1].x) < 1e-12               # link 2 starts at joint 2

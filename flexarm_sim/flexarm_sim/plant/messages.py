@@ -184,6 +184,11 @@ def _points(arr):
 def markers(out: ArmOutputs, z, trail, t_ns: int, frame_id: str, ns: str = 'flexarm') -> MarkerArray:
     """Centre line per link (LINE_STRIP, ids 0..n-1), joints (SPHERE_LIST, id 100), trail (LINE_STRIP, id 101)."""
     joints, lines, tip = out.geometry(z)
+    return markers_from_geometry(joints, lines, tip, trail, t_ns, frame_id, ns)
+
+
+def markers_from_geometry(joints, lines, tip, trail, t_ns: int, frame_id: str, ns: str = 'flexarm') -> MarkerArray:
+    """`markers` from the arm's geometry: joint origins (n, 3), centre lines [(k, 3)], tip (3,)."""
     st = stamp(t_ns)
     arr = MarkerArray()
     result = []

@@ -86,6 +86,7 @@ from .commands import CommandGate, LockstepInbox, Throttle
 from .config import PARAMETERS, ConfigError, PlantConfig
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
+from .raw_markers import MarkerEncoder
 from .scheduler import FixedRateScheduler, set_timer_slack
 
 IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged (outputs keep flowing)
@@ -182,7 +183,9 @@ class PlantNode(Node):
         self.plant_time = 0.0                  # s, watchdog clock
         self.ignored_unstamped = 0
         self.watchdog_state = self.gate.state
-        self._trail = collections.deque(maxlen=max(1, cfg['markers.trail_length']))
+        self._trail = collections.deque(maxlen=max(1, cfg['markers.trail_length']))   # tip positions (3,)
+        self._marker_encoder = None
+        self._marker_encoder_trail = None
         self._snapshot = None
         self._snap_cv = threading.Condition()
         self._warn_throttle = Throttle(2.0)
@@ -332,13 +335,28 @@ class PlantNode(Node):
         """Loop thread only (its preallocated message)."""
         self.pub_state.publish(self.state_builder.fill(z, zd, tau, step, t_ns))
 
+    def _build_marker_encoder(self, trail_length):
+        _, lines, _ = self.outputs_bg.geometry(np.zeros(self.model.n_coords))
+        self._marker_encoder = MarkerEncoder.build(self.model.n_joints, [len(x) for x in lines], trail_length,
+                                                   self.frame_id)
+        self._marker_encoder_trail = trail_length
+
     def _publish_markers(self, z, t_ns):
+        """Output thread. Published as pre-serialized bytes (raw_markers.py: converting a few hundred Point objects
+        inside rclpy held the GIL long enough to delay the loop thread's ticks)."""
         out = self.outputs_bg
-        if self.cfg['markers.trail_length'] > 0:
-            tip = out.frames(z)[3][-1]
-            self._trail.append(Point(x=float(tip[0]), y=float(tip[1]), z=float(tip[2])))
-        trail = list(self._trail) if self.cfg['markers.trail_length'] > 0 else []
-        self.pub_markers.publish(messages.markers(out, z, trail, t_ns, self.frame_id))
+        length = self.cfg['markers.trail_length']
+        if length > 0:
+            self._trail.append(out.frames(z)[3][-1].copy())
+        joints, lines, tip = out.geometry(z)
+        if self._marker_encoder_trail != length:
+            self._build_marker_encoder(length)
+        trail = np.array(self._trail, dtype=float).reshape(-1, 3) if length > 0 else np.zeros((0, 3))
+        if self._marker_encoder is not None:
+            self.pub_markers.publish(self._marker_encoder.encode(joints, lines, tip, trail, t_ns))
+        else:                                     # layout not located (should not happen): build the message
+            pts = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in trail]
+            self.pub_markers.publish(messages.markers_from_geometry(joints, lines, tip, pts, t_ns, self.frame_id))
 
     def _output_loop(self):
         next_diag = time.monotonic()
@@ -409,6 +427,7 @@ class PlantNode(Node):
 
     # ------------------------------------------------------------------ the timing loop
     def start(self):
+        self._build_marker_encoder(self.cfg['markers.trail_length'])
         gc.collect()
         gc.freeze()          # start-up objects (modules, numba, scipy) out of the collector: no 50 ms GIL pauses
         self._running = True

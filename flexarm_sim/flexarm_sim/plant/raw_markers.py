@@ -1,0 +1,93 @@
+"""The plant's MarkerArray as serialized bytes, updated in place (no ROS node; rclpy serialization only).
+
+Why: publishing a MarkerArray converts every geometry_msgs/Point into C inside rclpy, one Python object per
+point, while holding the GIL; with a 300-point trail at 30 Hz those pauses stalled the 1 kHz loop thread
+(bench/bench_plant_timing.py: p99 period error 258 us with markers, 10 us without). The markers have a fixed
+shape for a given arm and trail length, so their CDR serialization is a fixed byte layout: `MarkerEncoder`
+serializes one template message (messages.markers_from_geometry, the same builder the plant used before) with
+sentinel coordinates and stamps, finds where they landed, and afterwards writes coordinates and stamps into
+that buffer with numpy and hands `bytes` to Publisher.publish (rclpy's raw publish).
+
+The trail always has `trail_length` points: until it is full, its oldest point is repeated (a LINE_STRIP
+through repeated points draws the same line). Offsets are verified against the template at construction;
+`MarkerEncoder.build` returns None when the layout cannot be located (the caller then publishes messages).
+"""
+from __future__ import annotations
+
+import numpy as np
+from rclpy.serialization import serialize_message
+
+from . import messages
+
+_SEC, _NSEC = 1515870810, 987654321          # sentinel stamp (int32 sec, uint32 nanosec)
+_CDR_LE = b'\x00\x01'                         # CDR little-endian encapsulation
+
+
+def _sentinels(marker_index: int, n_points: int) -> np.ndarray:
+    """Distinct, exactly representable coordinates for the template: (n_points, 3)."""
+    return (1.0e7 * (marker_index + 1) + 0.25 + np.arange(3 * n_points, dtype=float)).reshape(n_points, 3)
+
+
+class MarkerEncoder:
+    def __init__(self, buf: bytearray, point_offsets, stamp_offsets, point_counts):
+        self._buf = buf
+        self._points = [np.frombuffer(buf, dtype='<f8', count=3 * k, offset=o).reshape(k, 3) if k else None
+                        for o, k in zip(point_offsets, point_counts)]
+        self._stamps = [(np.frombuffer(buf, dtype='<i4', count=1, offset=o),
+                         np.frombuffer(buf, dtype='<u4', count=1, offset=o + 4)) for o in stamp_offsets]
+        self.point_counts = tuple(point_counts)
+
+    @classmethod
+    def build(cls, n_joints: int, line_points, trail_length: int, frame_id: str, ns: str = 'flexarm'):
+        """Encoder for an arm with n_joints, centre lines of line_points[j] points, a trail of trail_length."""
+        counts = list(line_points) + [n_joints + 1, trail_length if trail_length >= 2 else 0]
+        lines = [_sentinels(j, k) for j, k in enumerate(line_points)]
+        jt = _sentinels(len(lines), n_joints + 1)
+        trail = list(_sentinels(len(lines) + 1, counts[-1])) if counts[-1] else []
+        t_ns = _SEC * 1_000_000_000 + _NSEC
+        msg = messages.markers_from_geometry(jt[:-1], lines, jt[-1], trail, t_ns, frame_id, ns)
+        buf = bytearray(serialize_message(msg))
+        if bytes(buf[:2]) != _CDR_LE:
+            return None
+        point_offsets = []
+        for m, k in enumerate(counts):
+            if k == 0:
+                point_offsets.append(0)
+                continue
+            expect = _sentinels(m, k)
+            o = bytes(buf).find(expect[0, 0].tobytes())
+            if o < 0 or o + 24 * k > len(buf) or not np.array_equal(
+                    np.frombuffer(buf, dtype='<f8', count=3 * k, offset=o), expect.ravel()):
+                return None
+            point_offsets.append(o)
+        pattern = np.array([_SEC], '<i4').tobytes() + np.array([_NSEC], '<u4').tobytes()
+        stamp_offsets, o = [], bytes(buf).find(pattern)
+        while o >= 0:
+            stamp_offsets.append(o)
+            o = bytes(buf).find(pattern, o + 1)
+        if len(stamp_offsets) != len(counts):
+            return None
+        return cls(buf, point_offsets, stamp_offsets, counts)
+
+    def encode(self, joints, lines, tip, trail, t_ns: int) -> bytes:
+        """Serialized MarkerArray: joints (n, 3), lines [(k_j, 3)], tip (3,), trail (m, 3) newest last, m >= 0."""
+        pts = self._points
+        for j, line in enumerate(lines):
+            pts[j][:] = line
+        pj = pts[len(lines)]
+        pj[:-1] = joints
+        pj[-1] = tip
+        tr = pts[-1]
+        if tr is not None:
+            trail = np.asarray(trail, dtype=float).reshape(-1, 3)
+            k = min(len(trail), len(tr))
+            if k == 0:
+                tr[:] = tip
+            else:
+                tr[len(tr) - k:] = trail[len(trail) - k:]
+                tr[:len(tr) - k] = trail[len(trail) - k]
+        sec, nsec = divmod(int(t_ns), 1_000_000_000)
+        for s, n in self._stamps:
+            s[0] = sec
+            n[0] = nsec
+        return bytes(self._buf)
