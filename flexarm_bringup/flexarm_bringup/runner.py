@@ -83,7 +83,7 @@ def params_file(args, arm_path: str) -> str:
     params = {
         'plant': {'ros__parameters': {
             'arm': arm_path, 'loop_rate': float(args.rate), 'time_mode': args.time_mode,
-            'command_timeout': 0.5,
+            'command_timeout': 0.5, 'wait_for_command': args.controller != 'none',
             'publish_rates': {'state': float(args.control_rate), 'joint_states': float(min(args.rate, 1000.0)),
                               'markers': 30.0, 'diagnostics': 2.0},
         }},

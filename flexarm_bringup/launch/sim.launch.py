@@ -39,7 +39,9 @@ def _nodes(context):
     rate = LaunchConfiguration('rate').perform(context)
     shaping = LaunchConfiguration('shaping').perform(context)
 
-    plant_overrides = {'arm': arm, 'time_mode': time_mode}
+    # with a controller, the plant holds the arm until the controller's first command (a gravity-loaded arm
+    # would otherwise fall while the controller starts)
+    plant_overrides = {'arm': arm, 'time_mode': time_mode, 'wait_for_command': controller != 'none'}
     if rate:
         plant_overrides['loop_rate'] = float(rate)
     actions = [Node(

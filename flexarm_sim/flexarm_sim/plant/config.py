@@ -79,6 +79,14 @@ def _choice(choices):
     return check
 
 
+def _bool():
+    def check(value, name):
+        if not isinstance(value, bool):
+            raise ConfigError(name, f'expected true or false, got {value!r}')
+        return value
+    return check
+
+
 def _string(nonempty=True):
     def check(value, name):
         if not isinstance(value, str) or (nonempty and not value.strip()):
@@ -129,6 +137,10 @@ PARAMETERS = {
     'initial.modal_position': Param([], _float_list(), False,
                                     'modal coordinates of all flexible links in arm order; empty = zeros'),
     'initial.modal_velocity': Param([], _float_list(), False, 'modal rates; empty = zeros'),
+    'wait_for_command': Param(False, _bool(), False,
+                              'realtime/simtime: hold the arm (no integration, state at the idle rate) until the '
+                              'first valid torque command, so a gravity-loaded arm does not fall before its '
+                              'controller is up'),
     'command_timeout': Param(0.5, _float(lo=0.0, lo_open=True, hi=3600.0), True,
                              's (simulated time): no valid command for this long -> zero torque'),
     'effort_limits': Param([], _float_list(lo=0.0, lo_open=True, allow_inf=True), True,

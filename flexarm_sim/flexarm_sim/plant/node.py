@@ -179,6 +179,8 @@ class PlantNode(Node):
         self._lock = threading.Lock()          # core state (loop thread vs. reset service)
         self._running = False
         self._paused = False
+        # wait_for_command: held (like paused) until the first valid command (not in lockstep, which waits anyway)
+        self._awaiting_command = bool(cfg['wait_for_command']) and self.mode != 'lockstep'
         self.total_steps = 0                   # integrated steps since start (never reset): simulated clock
         self.plant_time = 0.0                  # s, watchdog clock
         self.ignored_unstamped = 0
@@ -273,12 +275,17 @@ class PlantNode(Node):
         ok, reason = self.gate.submit(msg.data, self.plant_time)
         if not ok:
             self._reject_warning(reason)
+        elif self._awaiting_command:
+            self._awaiting_command = False
+            self.get_logger().info('first torque command: integrating')
 
     def _on_stamped(self, msg):
         if self.mode == 'lockstep':
             ok, reason = self.inbox.submit(int(msg.step), messages.stamp_ns(msg.header.stamp), msg.effort)
         else:
             ok, reason = self.gate.submit(msg.effort, self.plant_time)
+            if ok:
+                self._awaiting_command = False
         if not ok and not reason.startswith('stale'):
             self._reject_warning(reason)
 
@@ -403,6 +410,7 @@ class PlantNode(Node):
             'watchdog': self.watchdog_state if self.mode != 'lockstep' else 'n/a (lockstep)',
             'watchdog_timeouts': g.timeouts,
             'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self._paused,
+            'waiting_for_command': self._awaiting_command,
             'diverged': c.diverged or 'no', 'divergences': c.divergences,
         }
         if self.mode == 'lockstep':
@@ -418,6 +426,8 @@ class PlantNode(Node):
             level, msg = 'error', c.diverged + ' — call /flexarm/reset'
         elif self._paused:
             level, msg = 'warn', 'paused'
+        elif self._awaiting_command:
+            level, msg = 'ok', 'holding: waiting for the first torque command (wait_for_command)'
         elif self.watchdog_state == 'timeout':
             level, msg = 'warn', 'command watchdog timeout: zero torque'
         else:
@@ -498,7 +508,7 @@ class PlantNode(Node):
         idle = False
         sched.start()
         while self._running:
-            if self._paused or self.core.diverged:
+            if self._paused or self.core.diverged or self._awaiting_command:
                 idle = True
                 self._idle()
                 continue
