@@ -158,9 +158,10 @@ PARAMETERS = {
                                'beyond, missed periods are skipped and counted'),
     'timing.spin_us': Param(150.0, _float(lo=0.0, hi=10000.0), False,
                             'realtime/simtime: sleep to the deadline minus this, then busy-wait (us; 0 = sleep only)'),
-    'timing.realtime_priority': Param(0, _int(lo=0, hi=99), False,
-                                      'SCHED_FIFO priority of the timing-loop thread (1..99; needs CAP_SYS_NICE or '
-                                      'an rtprio limit; refused -> warning, normal scheduling); 0 = do not change'),
+    'timing.realtime_priority': Param(50, _int(lo=0, hi=99), False,
+                                      'realtime mode: SCHED_FIFO priority of the timing-loop thread (1..99; needs '
+                                      'CAP_SYS_NICE or an rtprio limit; refused -> warning, normal scheduling); '
+                                      '0 = do not change'),
     'divergence.max_abs_position': Param(1.0e4, _float(lo=0.0, lo_open=True, allow_inf=True), True,
                                          'bound on |z| (rad, m); beyond it the plant stops as diverged'),
     'divergence.max_abs_velocity': Param(1.0e5, _float(lo=0.0, lo_open=True, allow_inf=True), True,
