@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
+from flexarm_sim.params import ConfigError, choice, float_range, integer, number, string
+
 from . import control_table as ct
 from .servo_bus import JointServoConfig, ServoBusConfig, current_limit_raw
 
@@ -37,64 +39,7 @@ IGNORED = ('use_sim_time', 'start_type_description_service')
 IGNORED_PREFIXES = ('qos_overrides.',)
 
 
-class ConfigError(ValueError):
-    """An invalid parameter value; ``.name`` is the parameter's (dotted) name."""
-
-    def __init__(self, name: str, reason: str):
-        super().__init__(f"invalid parameter '{name}': {reason}")
-        self.name = name
-        self.reason = reason
-
-
-# ------------------------------------------------------------------------------ validators
-def _number(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, f'expected a number, got {value!r}')
-    v = float(value)
-    if not math.isfinite(v):
-        raise ConfigError(name, f'must be finite, got {v}')
-    return v
-
-
-def _float(lo=None, hi=None, lo_open=False):
-    def check(value, name):
-        v = _number(value, name)
-        if lo is not None and (v < lo or (lo_open and v == lo)):
-            raise ConfigError(name, f'must be {">" if lo_open else ">="} {lo:g}, got {v:g}')
-        if hi is not None and v > hi:
-            raise ConfigError(name, f'must be <= {hi:g}, got {v:g}')
-        return v
-    return check
-
-
-def _int(lo=None, hi=None, choices=None):
-    def check(value, name):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(name, f'expected an integer, got {value!r}')
-        if choices is not None and value not in choices:
-            raise ConfigError(name, f'must be one of {", ".join(map(str, choices))}; got {value}')
-        if lo is not None and value < lo:
-            raise ConfigError(name, f'must be >= {lo}, got {value}')
-        if hi is not None and value > hi:
-            raise ConfigError(name, f'must be <= {hi}, got {value}')
-        return int(value)
-    return check
-
-
-def _choice(choices):
-    def check(value, name):
-        if not isinstance(value, str) or value not in choices:
-            raise ConfigError(name, f'must be one of {", ".join(choices)}; got {value!r}')
-        return value
-    return check
-
-
-def _string(value, name):
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, f'expected a non-empty string, got {value!r}')
-    return value
+_string = string()          # validators: flexarm_sim.params (shared with the plant)
 
 
 def _names(value, name):
@@ -114,14 +59,14 @@ def _names(value, name):
 def _pair(value, name):
     if isinstance(value, (str, bytes)) or not hasattr(value, '__iter__'):
         raise ConfigError(name, f'expected [low, high], got {value!r}')
-    v = [_number(x, f'{name}[{i}]') for i, x in enumerate(value)]
+    v = [number(x, f'{name}[{i}]') for i, x in enumerate(value)]
     if len(v) != 2 or not v[0] < v[1]:
         raise ConfigError(name, f'expected [low, high] with low < high, got {v}')
     return (v[0], v[1])
 
 
 def _direction(value, name):
-    v = _int()(value, name)
+    v = integer()(value, name)
     if v not in (1, -1):
         raise ConfigError(name, f'must be 1 or -1, got {v}')
     return v
@@ -136,44 +81,44 @@ class Param:
 
 PARAMETERS: Dict[str, Param] = {
     'port': Param('/dev/ttyUSB0', _string, 'serial device (prefer a /dev/serial/by-id/... link)'),
-    'baud_rate': Param(1000000, _int(choices=BAUD_RATES), 'bus baud rate; must match every servo'),
-    'model': Param('XM430-W350', _choice(tuple(sorted(ct.MODELS))), 'servo model (units, current limit)'),
-    'loop_rate': Param(250.0, _float(lo=10.0, hi=1000.0), 'Hz, read+write cycles per second (200-500 typical)'),
-    'command_timeout': Param(0.2, _float(lo=0.0, lo_open=True, hi=10.0),
+    'baud_rate': Param(1000000, integer(choices=BAUD_RATES), 'bus baud rate; must match every servo'),
+    'model': Param('XM430-W350', choice(tuple(sorted(ct.MODELS))), 'servo model (units, current limit)'),
+    'loop_rate': Param(250.0, float_range(lo=10.0, hi=1000.0), 'Hz, read+write cycles per second (200-500 typical)'),
+    'command_timeout': Param(0.2, float_range(lo=0.0, lo_open=True, hi=10.0),
                              's without a valid command while enabled -> watchdog action'),
-    'watchdog_action': Param('torque_off', _choice(WATCHDOG_ACTIONS),
+    'watchdog_action': Param('torque_off', choice(WATCHDOG_ACTIONS),
                              'torque_off (latched: needs ~/enable) | hold_position (until the next command)'),
-    'hold_gains.kp': Param(2.0, _float(lo=0.0), 'N m/rad, bridge-side hold for current-mode joints'),
-    'hold_gains.kd': Param(0.2, _float(lo=0.0), 'N m s/rad, bridge-side hold for current-mode joints'),
-    'read_timeout': Param(0.0, _float(lo=0.0, hi=1.0),
+    'hold_gains.kp': Param(2.0, float_range(lo=0.0), 'N m/rad, bridge-side hold for current-mode joints'),
+    'hold_gains.kd': Param(0.2, float_range(lo=0.0), 'N m s/rad, bridge-side hold for current-mode joints'),
+    'read_timeout': Param(0.0, float_range(lo=0.0, hi=1.0),
                           's per GroupSyncRead reply; 0 = SDK default (~34 ms incl. latency timer)'),
-    'fault_after_errors': Param(1, _int(lo=1, hi=1000),
+    'fault_after_errors': Param(1, integer(lo=1, hi=1000),
                                 'consecutive failed reads (timeout/CRC) that make a fault; 1 = any'),
-    'hardware_status_period': Param(50, _int(lo=0, hi=100000),
+    'hardware_status_period': Param(50, integer(lo=0, hi=100000),
                                     'cycles between Hardware Error Status polls (0 = only on alert bit)'),
-    'reconnect.initial_delay': Param(0.1, _float(lo=0.0, lo_open=True, hi=60.0), 's before the first attempt'),
-    'reconnect.max_delay': Param(5.0, _float(lo=0.0, lo_open=True, hi=3600.0), 's, back-off cap'),
-    'reconnect.multiplier': Param(2.0, _float(lo=1.0, hi=10.0), 'back-off growth per failed attempt'),
-    'reconnect.max_attempts': Param(0, _int(lo=0), 'give up after this many failed attempts (0 = never)'),
-    'diagnostics_period': Param(1.0, _float(lo=0.05, hi=60.0), 's between /diagnostics messages'),
+    'reconnect.initial_delay': Param(0.1, float_range(lo=0.0, lo_open=True, hi=60.0), 's before the first attempt'),
+    'reconnect.max_delay': Param(5.0, float_range(lo=0.0, lo_open=True, hi=3600.0), 's, back-off cap'),
+    'reconnect.multiplier': Param(2.0, float_range(lo=1.0, hi=10.0), 'back-off growth per failed attempt'),
+    'reconnect.max_attempts': Param(0, integer(lo=0), 'give up after this many failed attempts (0 = never)'),
+    'diagnostics_period': Param(1.0, float_range(lo=0.05, hi=60.0), 's between /diagnostics messages'),
     'frame_id': Param('', lambda v, n: v if isinstance(v, str) else _string(v, n),
                       'header.frame_id of /joint_states'),
     'joint_names': Param(None, _names, 'joint order of /joint_states and of the command arrays'),
 }
 
 JOINT_PARAMETERS: Dict[str, Param] = {
-    'servo_id': Param(None, _int(lo=0, hi=252), 'Dynamixel ID (0-252)'),
-    'mode': Param('current', _choice(JOINT_MODES),
+    'servo_id': Param(None, integer(lo=0, hi=252), 'Dynamixel ID (0-252)'),
+    'mode': Param('current', choice(JOINT_MODES),
                   'current (torque control, /effort_controller/commands) | current_position '
                   '(servo-side PD, /position_controller/commands)'),
-    'torque_constant': Param(1.78, _float(lo=0.0, lo_open=True, hi=100.0), 'N m/A at the servo horn'),
-    'gear_ratio': Param(1.0, _float(lo=0.0, lo_open=True, hi=1000.0), 'external reduction horn -> joint'),
+    'torque_constant': Param(1.78, float_range(lo=0.0, lo_open=True, hi=100.0), 'N m/A at the servo horn'),
+    'gear_ratio': Param(1.0, float_range(lo=0.0, lo_open=True, hi=1000.0), 'external reduction horn -> joint'),
     'direction': Param(1, _direction, '+1 / -1 (joint sign relative to the servo)'),
-    'zero_offset': Param(0.0, _float(lo=-100.0, hi=100.0), 'rad, joint angle when the servo reads 0'),
+    'zero_offset': Param(0.0, float_range(lo=-100.0, hi=100.0), 'rad, joint angle when the servo reads 0'),
     'position_limits': Param((-math.pi, math.pi), _pair, 'rad [low, high], joint side'),
-    'velocity_limit': Param(5.0, _float(lo=0.0, lo_open=True, hi=1000.0), 'rad/s, joint side'),
-    'current_limit': Param(1.0, _float(lo=0.0, lo_open=True, hi=20.0), 'A, motor side (<= model maximum)'),
-    'effort_limit': Param(0.0, _float(lo=0.0, hi=1000.0),
+    'velocity_limit': Param(5.0, float_range(lo=0.0, lo_open=True, hi=1000.0), 'rad/s, joint side'),
+    'current_limit': Param(1.0, float_range(lo=0.0, lo_open=True, hi=20.0), 'A, motor side (<= model maximum)'),
+    'effort_limit': Param(0.0, float_range(lo=0.0, hi=1000.0),
                           'N m, joint side; 0 = current_limit x torque_constant x gear_ratio'),
 }
 

@@ -17,98 +17,12 @@ flexarm_bringup/config/plant.yaml for the documented defaults.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+
+from ..params import ConfigError, boolean, choice, float_list, float_range, integer, number, string
 
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 INTEGRATORS = ('rk4', 'midpoint')
-
-
-class ConfigError(ValueError):
-    """An invalid parameter value; .name is the parameter's (dotted) name."""
-
-    def __init__(self, name: str, reason: str):
-        super().__init__(f"invalid parameter '{name}': {reason}")
-        self.name = name
-        self.reason = reason
-
-
-# ----------------------------------------------------------------------------- validators
-def _number(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, f'expected a number, got {value!r}')
-    v = float(value)
-    if math.isnan(v):
-        raise ConfigError(name, 'must not be NaN')
-    return v
-
-
-def _float(lo=None, hi=None, lo_open=False, allow_inf=False):
-    def check(value, name):
-        v = _number(value, name)
-        if math.isinf(v) and not allow_inf:
-            raise ConfigError(name, f'must be finite, got {v}')
-        if lo is not None and (v < lo or (lo_open and v == lo)):
-            raise ConfigError(name, f'must be {">" if lo_open else ">="} {lo:g}, got {v:g}')
-        if hi is not None and v > hi:
-            raise ConfigError(name, f'must be <= {hi:g}, got {v:g}')
-        return v
-    return check
-
-
-def _int(lo=None, hi=None):
-    def check(value, name):
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise ConfigError(name, f'expected an integer, got {value!r}')
-        if lo is not None and value < lo:
-            raise ConfigError(name, f'must be >= {lo}, got {value}')
-        if hi is not None and value > hi:
-            raise ConfigError(name, f'must be <= {hi}, got {value}')
-        return int(value)
-    return check
-
-
-def _choice(choices):
-    def check(value, name):
-        if not isinstance(value, str) or value not in choices:
-            raise ConfigError(name, f'must be one of {", ".join(choices)}; got {value!r}')
-        return value
-    return check
-
-
-def _bool():
-    def check(value, name):
-        if not isinstance(value, bool):
-            raise ConfigError(name, f'expected true or false, got {value!r}')
-        return value
-    return check
-
-
-def _string(nonempty=True):
-    def check(value, name):
-        if not isinstance(value, str) or (nonempty and not value.strip()):
-            raise ConfigError(name, f'expected a non-empty string, got {value!r}')
-        return value
-    return check
-
-
-def _float_list(lo=None, lo_open=False, allow_inf=False):
-    def check(value, name):
-        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-            # A ROS parameter that is an empty list may arrive as an empty byte/bool array.
-            try:
-                value = list(value)
-            except TypeError:
-                raise ConfigError(name, f'expected a list of numbers, got {value!r}') from None
-        out = []
-        item = _float(lo=lo, lo_open=lo_open, allow_inf=allow_inf)
-        for i, x in enumerate(value):
-            out.append(item(x, f'{name}[{i}]'))
-        return out
-    return check
 
 
 @dataclass(frozen=True)
@@ -120,55 +34,55 @@ class Param:
 
 
 PARAMETERS = {
-    'arm': Param('deluca_two_link', _string(), False,
+    'arm': Param('deluca_two_link', string(), False,
                  'arm description: a YAML path, or the name of a file in flexarm_bringup/config/arms'),
-    'time_mode': Param('realtime', _choice(TIME_MODES), False,
+    'time_mode': Param('realtime', choice(TIME_MODES), False,
                        'realtime | simtime | lockstep (see the plant node docstring)'),
-    'loop_rate': Param(1000.0, _float(lo=0.0, lo_open=True, hi=50000.0), False,
+    'loop_rate': Param(1000.0, float_range(lo=0.0, lo_open=True, hi=50000.0), False,
                        'Hz: integration steps per second of simulated time (dt = 1/loop_rate)'),
-    'integrator': Param('rk4', _choice(INTEGRATORS), False, 'rk4 | midpoint (implicit, stiffly stable)'),
-    'substeps': Param(0, _int(lo=0, hi=1000), False,
+    'integrator': Param('rk4', choice(INTEGRATORS), False, 'rk4 | midpoint (implicit, stiffly stable)'),
+    'substeps': Param(0, integer(lo=0, hi=1000), False,
                       'integration sub-steps per loop step; 0 = automatic (RK4: keep h <= 0.5 x largest '
                       'stable RK4 step of the arm; midpoint: 1)'),
-    'real_time_factor': Param(1.0, _float(lo=0.0, hi=1000.0), True,
+    'real_time_factor': Param(1.0, float_range(lo=0.0, hi=1000.0), True,
                               'simtime only: simulated seconds per wall second; 0 = as fast as possible'),
-    'initial.position': Param([], _float_list(), False, 'rad, one per joint; empty = zeros'),
-    'initial.velocity': Param([], _float_list(), False, 'rad/s, one per joint; empty = zeros'),
-    'initial.modal_position': Param([], _float_list(), False,
+    'initial.position': Param([], float_list(), False, 'rad, one per joint; empty = zeros'),
+    'initial.velocity': Param([], float_list(), False, 'rad/s, one per joint; empty = zeros'),
+    'initial.modal_position': Param([], float_list(), False,
                                     'modal coordinates of all flexible links in arm order; empty = zeros'),
-    'initial.modal_velocity': Param([], _float_list(), False, 'modal rates; empty = zeros'),
-    'wait_for_command': Param(False, _bool(), False,
+    'initial.modal_velocity': Param([], float_list(), False, 'modal rates; empty = zeros'),
+    'wait_for_command': Param(False, boolean(), False,
                               'realtime/simtime: hold the arm (no integration, state at the idle rate) until the '
                               'first valid torque command, so a gravity-loaded arm does not fall before its '
                               'controller is up'),
-    'command_timeout': Param(0.5, _float(lo=0.0, lo_open=True, hi=3600.0), True,
+    'command_timeout': Param(0.5, float_range(lo=0.0, lo_open=True, hi=3600.0), True,
                              's (simulated time): no valid command for this long -> zero torque'),
-    'effort_limits': Param([], _float_list(lo=0.0, lo_open=True, allow_inf=True), True,
+    'effort_limits': Param([], float_list(lo=0.0, lo_open=True, allow_inf=True), True,
                            'N m per joint, overrides the arm file limits; empty = the arm file values'),
-    'publish_rates.joint_states': Param(1000.0, _float(lo=0.0), True,
+    'publish_rates.joint_states': Param(1000.0, float_range(lo=0.0), True,
                                         'Hz (simulated time), capped at loop_rate; 0 = off'),
-    'publish_rates.state': Param(100.0, _float(lo=0.0), True, 'Hz, /flexarm/state; 0 = off (lockstep: every step)'),
-    'publish_rates.markers': Param(30.0, _float(lo=0.0), True, 'Hz, /flexarm/markers; 0 = off'),
-    'publish_rates.diagnostics': Param(1.0, _float(lo=0.0, lo_open=True), True, 'Hz (wall clock), /diagnostics'),
-    'publish_rates.clock': Param(1000.0, _float(lo=0.0, lo_open=True), True,
+    'publish_rates.state': Param(100.0, float_range(lo=0.0), True, 'Hz, /flexarm/state; 0 = off (lockstep: every step)'),
+    'publish_rates.markers': Param(30.0, float_range(lo=0.0), True, 'Hz, /flexarm/markers; 0 = off'),
+    'publish_rates.diagnostics': Param(1.0, float_range(lo=0.0, lo_open=True), True, 'Hz (wall clock), /diagnostics'),
+    'publish_rates.clock': Param(1000.0, float_range(lo=0.0, lo_open=True), True,
                                  'Hz (simulated time), /clock in simtime and lockstep modes'),
-    'frame_ids.base': Param('base_link', _string(), False, 'frame of /flexarm/state poses and of the markers'),
-    'max_catchup_steps': Param(5, _int(lo=0, hi=1000), True,
+    'frame_ids.base': Param('base_link', string(), False, 'frame of /flexarm/state poses and of the markers'),
+    'max_catchup_steps': Param(5, integer(lo=0, hi=1000), True,
                                'realtime: late steps run back to back up to this many periods behind; '
                                'beyond, missed periods are skipped and counted'),
-    'timing.spin_us': Param(150.0, _float(lo=0.0, hi=10000.0), False,
+    'timing.spin_us': Param(150.0, float_range(lo=0.0, hi=10000.0), False,
                             'realtime/simtime: sleep to the deadline minus this, then busy-wait (us; 0 = sleep only)'),
-    'timing.realtime_priority': Param(50, _int(lo=0, hi=99), False,
+    'timing.realtime_priority': Param(50, integer(lo=0, hi=99), False,
                                       'realtime mode: SCHED_FIFO priority of the timing-loop thread (1..99; needs '
                                       'CAP_SYS_NICE or an rtprio limit; refused -> warning, normal scheduling); '
                                       '0 = do not change'),
-    'divergence.max_abs_position': Param(1.0e4, _float(lo=0.0, lo_open=True, allow_inf=True), True,
+    'divergence.max_abs_position': Param(1.0e4, float_range(lo=0.0, lo_open=True, allow_inf=True), True,
                                          'bound on |z| (rad, m); beyond it the plant stops as diverged'),
-    'divergence.max_abs_velocity': Param(1.0e5, _float(lo=0.0, lo_open=True, allow_inf=True), True,
+    'divergence.max_abs_velocity': Param(1.0e5, float_range(lo=0.0, lo_open=True, allow_inf=True), True,
                                          'bound on |dz/dt|'),
-    'markers.centerline_points': Param(20, _int(lo=2, hi=1000), False, 'samples per link centre line'),
-    'markers.trail_length': Param(300, _int(lo=0, hi=100000), True, 'end-effector trail points (0 = no trail)'),
-    'lockstep.republish_period': Param(0.5, _float(lo=0.0, lo_open=True), True,
+    'markers.centerline_points': Param(20, integer(lo=2, hi=1000), False, 'samples per link centre line'),
+    'markers.trail_length': Param(300, integer(lo=0, hi=100000), True, 'end-effector trail points (0 = no trail)'),
+    'lockstep.republish_period': Param(0.5, float_range(lo=0.0, lo_open=True), True,
                                        's (wall): lockstep re-sends the current state while waiting'),
 }
 
