@@ -196,3 +196,24 @@ def test_wait_for_command_holds_a_gravity_arm_until_the_first_command(spawn, tmp
     assert c.diag()['waiting_for_command'] == 'False'
     assert abs(c.states[-1].position[1]) > 1e-3                        # zero torque: the arm falls
     assert all(finite_state(m) for m in c.states)
+
+
+def test_plant_side_servo_follows_position_commands(spawn, tmp_path, client_for):
+    """servo.enabled: /position_controller/commands (one angle per joint) drives the joints through the
+    plant-side servo; bad set-points are counted and the previous one kept. Simulated time as fast as
+    possible (the De Luca servo settles in seconds of plant time)."""
+    from std_msgs.msg import Float64MultiArray
+    plant = start_plant(spawn, tmp_path, arm='deluca_two_link', time_mode='simtime', real_time_factor=0.0,
+                        **{'servo.enabled': True, 'servo.kp': [20.0, 4.0], 'servo.kv': [6.0, 0.2],
+                           'publish_rates.diagnostics': 5.0, 'command_timeout': 1000.0})
+    c = client_for(plant)
+    c.wait_started()
+    pub = c.publisher(Float64MultiArray, '/position_controller/commands')
+    pub.publish(Float64MultiArray(data=[0.3, -0.2]))
+    for bad in ([math.nan, 0.0], [0.1], []):
+        pub.publish(Float64MultiArray(data=bad))
+    c.spin_until(lambda: abs(c.states[-1].position[0] - 0.3) < 2e-3 and abs(c.states[-1].position[1] + 0.2) < 2e-3
+                 and max(abs(v) for v in c.states[-1].velocity) < 1e-2, timeout=60.0, what='servo at the set-point')
+    d = c.wait_diag(lambda d: '3 rejected' in d['servo'], what='bad set-points counted')
+    assert d['servo'].startswith('on') and '0.3' in d['servo']
+    assert all(finite_state(m) for m in c.states)

@@ -65,3 +65,15 @@ def test_array_lengths_checked_against_the_arm():
     PlantConfig.from_mapping({'initial.modal_position': [0.0] * 4}).check_against_arm(2, 4)
     with pytest.raises(ConfigError, match='effort_limits'):
         PlantConfig.from_mapping({'effort_limits': [1.0]}).check_against_arm(2, 4)
+
+
+def test_servo_parameters_are_cross_checked():
+    base = {'servo.enabled': True, 'servo.kp': [1.0, 2.0], 'servo.kv': [0.1, 0.2]}
+    PlantConfig.from_mapping(base).check_against_arm(2, 4)
+    with pytest.raises(ConfigError, match='servo.kv'):
+        PlantConfig.from_mapping(dict(base, **{'servo.kv': [0.1]})).check_against_arm(2, 4)
+    with pytest.raises(ConfigError, match='servo.kp'):
+        PlantConfig.from_mapping(dict(base, **{'servo.kp': [1.0, -2.0]}))
+    with pytest.raises(ConfigError, match='servo.enabled'):
+        PlantConfig.from_mapping(dict(base, time_mode='lockstep')).check_against_arm(2, 4)
+    PlantConfig.from_mapping({'servo.kp': [1.0]}).check_against_arm(2, 4)      # unused while disabled

@@ -55,6 +55,12 @@ PARAMETERS = {
                               'realtime/simtime: hold the arm (no integration, state at the idle rate) until the '
                               'first valid torque command, so a gravity-loaded arm does not fall before its '
                               'controller is up'),
+    'servo.enabled': Param(False, boolean(), False,
+                           'plant-side position servo on every joint (plant/servo.py): torque = effort command + '
+                           'kp (q_c - q) - kv qdot at every integration sub-step, q_c from '
+                           '/position_controller/commands; not in lockstep'),
+    'servo.kp': Param([], float_list(lo=0.0), False, 'N m/rad per joint (required with servo.enabled)'),
+    'servo.kv': Param([], float_list(lo=0.0), False, 'N m s/rad per joint (required with servo.enabled)'),
     'command_timeout': Param(0.5, float_range(lo=0.0, lo_open=True, hi=3600.0), True,
                              's (simulated time): no valid command for this long -> zero torque'),
     'effort_limits': Param([], float_list(lo=0.0, lo_open=True, allow_inf=True), True,
@@ -138,3 +144,9 @@ class PlantConfig:
         lim = self.values['effort_limits']
         if len(lim) not in (0, n_joints):
             raise ConfigError('effort_limits', f'expected {n_joints} values (or none), got {len(lim)}')
+        if self.values['servo.enabled']:
+            if self.values['time_mode'] == 'lockstep':
+                raise ConfigError('servo.enabled', 'not available in lockstep (position commands are not stamped)')
+            for name in ('servo.kp', 'servo.kv'):
+                if len(self.values[name]) != n_joints:
+                    raise ConfigError(name, f'servo.enabled needs {n_joints} values, got {len(self.values[name])}')

@@ -84,6 +84,8 @@ class PlantCore:
         self.divergences = 0
         self.z0 = np.zeros(N)
         self.zd0 = np.zeros(N)
+        self.servo = None                        # plant-side joint servo (servo.py): tau is then its feed-forward
+        self._tau_sum = np.zeros(model.n_joints)
 
     def warm_up(self):
         """Run the kernels once on scratch copies (loads / compiles numba code before the loop starts)."""
@@ -117,7 +119,9 @@ class PlantCore:
         self._zd_good[:] = zd
         self.tau[:] = tau
         try:
-            if self.method == 'rk4':
+            if self.servo is not None:
+                ok = self._advance_servo(tau)
+            elif self.method == 'rk4':
                 ok = kernels.rk4_step(self.data, self.ws, z, zd, self.tau, self.dt, self.substeps)
             else:
                 ok = kernels.midpoint_step(self.data, self.ws, z, zd, self.tau, self.dt, self.substeps,
@@ -137,4 +141,24 @@ class PlantCore:
             return False
         self.step_index += 1
         self.t = self.step_index * self.dt
+        return True
+
+    def _advance_servo(self, tau_ff) -> bool:
+        """The step in the servo's sub-steps, its torque re-evaluated at each; self.tau = their mean."""
+        sv = self.servo
+        k = sv.substeps
+        h = self.dt / k
+        inner = max(1, int(math.ceil(self.substeps / k)))     # still within RK4's (or midpoint's) own step
+        self._tau_sum[:] = 0.0
+        z, zd = self.z, self.zd
+        for _ in range(k):
+            t = sv.torque(z, zd, tau_ff)
+            self._tau_sum += t
+            if self.method == 'rk4':
+                ok = kernels.rk4_step(self.data, self.ws, z, zd, t, h, inner)
+            else:
+                ok = kernels.midpoint_step(self.data, self.ws, z, zd, t, h, inner, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
+            if not ok:
+                return False
+        self.tau[:] = self._tau_sum / k
         return True

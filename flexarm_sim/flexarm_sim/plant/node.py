@@ -37,6 +37,12 @@ Commands, limits and watchdog: commands.py (reject wrong length / non-finite and
 command; clamp to the torque limits; zero torque after ``command_timeout`` of plant time without a
 valid command, normal operation on the next valid command).
 
+Plant-side joint servo (``servo.enabled``, servo.py): each joint is driven by a finite-stiffness position
+servo, torque = effort command + kp (q_c - q) - kv qdot evaluated at every integration sub-step, with the
+set-points q_c from ``/position_controller/commands`` (std_msgs/Float64MultiArray, rad, arm joint order:
+ros2_control's JointGroupPositionController topic; wrong length / non-finite rejected and counted, clipped
+to the position limits). The effort command then acts as feed-forward. Not in lockstep.
+
 Divergence guard: engine.py (kernel failure, non-finite state or |z|, |dz/dt| beyond the
 ``divergence.*`` bounds stop integration; the last good state stays published, /diagnostics reports
 ERROR with the reason; ``/flexarm/reset`` restarts). Never publishes NaN; the process does not exit.
@@ -90,6 +96,7 @@ from .config import PARAMETERS, ConfigError, PlantConfig
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
 from .raw_markers import MarkerEncoder
+from .servo import JointServo
 from .scheduler import FixedRateScheduler, set_timer_slack
 
 IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged (outputs keep flowing)
@@ -165,6 +172,10 @@ class PlantNode(Node):
         self.spec_limits = np.array([j.effort_limit for j in model.spec.joints], dtype=float)
         limits = self._limits(cfg)
         self.gate = CommandGate(limits, cfg['command_timeout'])
+        if cfg['servo.enabled']:
+            self.core.servo = JointServo(model, cfg['servo.kp'], cfg['servo.kv'], 1.0 / self.rate, limits)
+            self.core.servo.q_c[:] = z0[model.q_index]
+            self.n_position_rejected = 0
         self.inbox = LockstepInbox(limits)
         # one ArmOutputs (scratch arrays) per publishing thread: loop thread (lockstep) and output thread
         self.outputs = ArmOutputs(model, cfg['markers.centerline_points'])
@@ -208,6 +219,9 @@ class PlantNode(Node):
         self.pub_clock = self.create_publisher(Clock, '/clock', _qos(10)) if self.mode != 'realtime' else None
         self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, _qos(10))
         self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, _qos(100))
+        if self.core.servo is not None:
+            self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position,
+                                     _qos(10))
         self.create_service(SetState, '/flexarm/reset', self._on_reset)
         self.create_service(SetBool, '/flexarm/pause', self._on_pause)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -216,7 +230,9 @@ class PlantNode(Node):
         self._out_thread = threading.Thread(target=self._output_loop, name='plant-output', daemon=True)
         self.get_logger().info(
             f'arm {model.spec.name} ({path}): {n} joints, {nm} modes; {self.mode} at {self.rate:g} Hz, '
-            f'{cfg["integrator"]} x{self.core.substeps} substeps')
+            f'{cfg["integrator"]} x{self.core.substeps} substeps'
+            + (f'; joint servo kp {cfg["servo.kp"]} kv {cfg["servo.kv"]} ({self.core.servo.substeps} sub-steps)'
+               if self.core.servo is not None else ''))
 
     # ------------------------------------------------------------------ configuration helpers
     def _limits(self, cfg):
@@ -283,6 +299,26 @@ class PlantNode(Node):
             self._awaiting_command = False
             self.get_logger().info('first torque command: integrating')
 
+    def _on_position(self, msg):
+        """Servo set-points (ros2_control's JointGroupPositionController topic): one angle per joint, finite,
+        clipped to the joint's position limits; a bad one is counted and the previous set-point kept."""
+        q = np.asarray(msg.data, dtype=float)
+        n = self.model.n_joints
+        if q.size != n or not np.all(np.isfinite(q)):
+            self.n_position_rejected += 1
+            if self._warn_throttle(time.monotonic()):
+                self.get_logger().warning(f'rejected position command {list(msg.data)}: expected {n} finite '
+                                          f'angles ({self.n_position_rejected} rejected so far)')
+            return
+        for j, js in enumerate(self.model.spec.joints):
+            lo, hi = js.position_limits
+            q[j] = min(max(q[j], lo), hi)
+        with self._lock:
+            self.core.servo.q_c[:] = q
+        if self._awaiting_command:
+            self._awaiting_command = False
+            self.get_logger().info('first position command: integrating')
+
     def _on_stamped(self, msg):
         if self.mode == 'lockstep':
             ok, reason = self.inbox.submit(int(msg.step), messages.stamp_ns(msg.header.stamp), msg.effort)
@@ -306,6 +342,8 @@ class PlantNode(Node):
         with self._lock:
             was = self.core.diverged
             self.core.reset(z, zd)
+            if self.core.servo is not None:         # the servo holds where the arm was put
+                self.core.servo.q_c[:] = self.core.z[self.model.q_index]
             self.gate.clear()
             self._trail.clear()
             self.sched.start()
@@ -416,6 +454,9 @@ class PlantNode(Node):
             'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self._paused,
             'waiting_for_command': self._awaiting_command,
             'loop_thread_fifo_priority': self.loop_priority,
+            'servo': (f'on, {self.core.servo.substeps} sub-steps per step, set-point '
+                      f'{np.array2string(self.core.servo.q_c, precision=4)}, '
+                      f'{self.n_position_rejected} rejected') if self.core.servo is not None else 'off',
             'diverged': c.diverged or 'no', 'divergences': c.divergences,
         }
         if self.mode == 'lockstep':
