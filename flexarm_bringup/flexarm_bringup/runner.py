@@ -56,6 +56,9 @@ def add_parser(sub):
     p.add_argument('--json', action='store_true', help='print the summary as one JSON object')
     p.add_argument('--single-process', action='store_true', help='compose plant and controller in this process')
     p.add_argument('--quiet', action='store_true', help='no progress line')
+    p.add_argument('--plant-servo', action='store_true',
+                   help="pd_servo only: the plant's joint servo (thesis gains, evaluated at the plant's sub-steps) "
+                        'is the PD; the controller sends set-points and the rigid feed-forward')
     p.set_defaults(func=run)
 
 
@@ -77,6 +80,16 @@ def resolve_arm(arm: str) -> str:
     raise FileNotFoundError(f'arm description not found: {arm}')
 
 
+def thesis_servo_gains(arm_path: str, angle: float):
+    """Naganathan's k_p, k_v (eqs. 2.27-2.28) for the default move of every joint by angle from zero."""
+    import numpy as np
+    from flexarm_control.laws.pd import naganathan_gains
+    from flexarm_sim.model import load_model
+    model = load_model(arm_path)
+    kp, kv, _ = naganathan_gains(model, task=[np.zeros(model.n_joints), np.full(model.n_joints, angle)])
+    return [float(x) for x in kp], [float(x) for x in kv]
+
+
 def params_file(args, arm_path: str) -> str:
     """A ROS parameter file for the plant and the controller (node_name: ros__parameters: form)."""
     import yaml
@@ -93,6 +106,10 @@ def params_file(args, arm_path: str) -> str:
             'arm': arm_path, 'rate': float(args.control_rate), 'shaping': args.shaping,
             'use_sim_time': args.time_mode != 'realtime', 'lockstep': args.time_mode == 'lockstep',
         }}
+    if getattr(args, 'plant_servo', False):
+        kp, kv = thesis_servo_gains(arm_path, math.radians(args.angle))
+        params['plant']['ros__parameters']['servo'] = {'enabled': True, 'kp': kp, 'kv': kv}
+        params['flexarm_pd_servo']['ros__parameters']['command_interface'] = 'position'
     fd, path = tempfile.mkstemp(prefix='flexarm_run_', suffix='.yaml')
     with os.fdopen(fd, 'w') as f:
         yaml.safe_dump(params, f)
@@ -285,6 +302,8 @@ def run(args):
     from rclpy.executors import SingleThreadedExecutor
 
     from flexarm_sim.model import load_arm
+    if args.plant_servo and (args.controller != 'pd_servo' or args.time_mode == 'lockstep'):
+        return _fail('--plant-servo needs --controller pd_servo and a realtime or simtime plant')
     arm_path = resolve_arm(args.arm)
     spec = load_arm(arm_path)
     pfile = params_file(args, arm_path)

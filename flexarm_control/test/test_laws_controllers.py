@@ -217,3 +217,16 @@ def test_modal_gain_schedule_is_continuous(deluca):
     r = simulate(deluca, 4.0, 1e-3, torque=law, record_energy=False)
     assert law.n_designs > 8                       # it did cross many cells
     assert np.max(np.abs(np.diff(r.tau, axis=0))) < 5e-3
+
+
+def test_pd_with_the_servo_in_the_plant_returns_the_feedforward_and_set_points(deluca):
+    """servo_in_plant: the law's torque is the rigid feed-forward only; set-point and rate are the reference's."""
+    pd = PDServo(deluca)
+    pd.servo_in_plant = True
+    pd.set_reference(PointToPoint(np.zeros(2), np.full(2, 0.5), 1.0))
+    z, zd = np.zeros(6), np.zeros(6)
+    z[[0, 3]] = [0.1, -0.1]
+    tau = pd(0.5, z, zd)
+    q_d, qd_d, qdd_d = pd.reference.sample(0.5)
+    assert np.allclose(tau, pd.rigid.inverse_dynamics(q_d, qd_d, qdd_d))
+    assert np.allclose(pd.setpoint, q_d) and np.allclose(pd.setpoint_rate, qd_d)

@@ -103,6 +103,11 @@ class PDServo(ControlLaw):
         self.velocity = velocity
         self.feedforward = bool(feedforward)
         self.rigid = rigid_model_of(model)
+        # servo_in_plant: the PD runs as the plant's joint servo (plant parameter servo.enabled, set-points from
+        # `setpoint`); the law then returns only the feed-forward torque
+        self.servo_in_plant = False
+        self.setpoint = np.zeros(self.n)
+        self.setpoint_rate = np.zeros(self.n)
 
     def gains(self):
         return {'kp': self.kp.tolist(), 'kv': self.kv.tolist(), 'feedforward': self.feedforward}
@@ -115,11 +120,13 @@ class PDServo(ControlLaw):
             self.feedforward = bool(feedforward)
 
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
+        self.setpoint = q_d
+        self.setpoint_rate = qd_d if self.velocity == 'error' else np.zeros(self.n)
+        ff = self.rigid.inverse_dynamics(q_d, qd_d, qdd_d) if self.feedforward else 0.0
+        if self.servo_in_plant:     # the plant's joint servo closes the PD loop on the set-point: feed-forward only
+            return ff + np.zeros(self.n)
         q, qd = z[self.qi], zd[self.qi]
-        tau = self.kp * (q_d - q) + self.kv * ((qd_d if self.velocity == 'error' else 0.0) - qd)
-        if self.feedforward:
-            tau = tau + self.rigid.inverse_dynamics(q_d, qd_d, qdd_d)
-        return tau
+        return ff + self.kp * (q_d - q) + self.kv * ((qd_d if self.velocity == 'error' else 0.0) - qd)
 
     def feedback_matrix(self, q=None):
         N = self.model.n_coords

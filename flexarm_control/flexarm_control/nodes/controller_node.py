@@ -10,7 +10,8 @@ stop publishing so the plant's watchdog takes over), shaping (none|zv|zvd: shape
 the law at the move target), shaping_modes (2), lockstep (false), default_move (false: on the first state start a
 cycloidal move of every joint by move_angle in move_time), move_angle (pi/3), move_time (2.5), and the law's gains
 (settable at run time, validated; a rejected value leaves the law unchanged):
-  pd_servo: kp, kv (arrays; empty = Naganathan's rule), feedforward
+  pd_servo: kp, kv (arrays; empty = Naganathan's rule), feedforward; command_interface (effort | position:
+            the plant's joint servo is the PD, this node sends its set-points and the rigid feed-forward)
   modal: dq_max, tip_max, rho, integral_time, schedule_step, integral, feedforward
   computed_torque: omega_n, zeta (arrays or one value; empty = default), include_deflection
 Law time t is the plant's time (FlexState.header.stamp).
@@ -258,6 +259,9 @@ class ControllerNode(Node):
         return tau
 
     def _publish(self, tau):
+        if getattr(self.law, 'servo_in_plant', False):
+            self.pub_position.publish(Float64MultiArray(
+                data=[float(x) for x in self.law.setpoint] + [float(x) for x in self.law.setpoint_rate]))
         self.pub.publish(Float64MultiArray(data=[float(x) for x in tau]))
         self.n_published += 1
 
@@ -306,6 +310,18 @@ class PDServoNode(ControllerNode):
 
     def make_law(self, model, dt, kw):
         law = PDServo(model, dt=dt, **kw)
+        # command_interface: 'effort' (the PD torque on /effort_controller/commands) or 'position' (the plant's
+        # joint servo, servo.enabled, is the PD: set-points on /position_controller/commands, the rigid
+        # feed-forward torque on /effort_controller/commands)
+        self.command_interface = str(self.declare_parameter('command_interface', 'effort').value)
+        if self.command_interface not in ('effort', 'position'):
+            raise RuntimeError("command_interface must be 'effort' or 'position'")
+        law.servo_in_plant = self.command_interface == 'position'
+        if law.servo_in_plant:
+            self.pub_position = self.create_publisher(
+                Float64MultiArray, '/position_controller/commands',
+                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            return law
         capped = np.asarray(law.gain_info.get('kv_sample_capped', np.zeros(law.n, bool)))
         if np.any(capped):
             names = [model.spec.joint_names[j] for j in np.nonzero(capped)[0]]

@@ -57,8 +57,8 @@ PARAMETERS = {
                               'controller is up'),
     'servo.enabled': Param(False, boolean(), False,
                            'plant-side position servo on every joint (plant/servo.py): torque = effort command + '
-                           'kp (q_c - q) - kv qdot at every integration sub-step, q_c from '
-                           '/position_controller/commands; not in lockstep'),
+                           'kp (q_c - q) + kv (qdot_c - qdot) at every integration sub-step, q_c (and qdot_c) '
+                           'from /position_controller/commands; not in lockstep'),
     'servo.kp': Param([], float_list(lo=0.0), False, 'N m/rad per joint (required with servo.enabled)'),
     'servo.kv': Param([], float_list(lo=0.0), False, 'N m s/rad per joint (required with servo.enabled)'),
     'command_timeout': Param(0.5, float_range(lo=0.0, lo_open=True, hi=3600.0), True,

@@ -38,10 +38,10 @@ command; clamp to the torque limits; zero torque after ``command_timeout`` of pl
 valid command, normal operation on the next valid command).
 
 Plant-side joint servo (``servo.enabled``, servo.py): each joint is driven by a finite-stiffness position
-servo, torque = effort command + kp (q_c - q) - kv qdot evaluated at every integration sub-step, with the
+servo, torque = effort command + kp (q_c - q) + kv (qdot_c - qdot) evaluated at every integration sub-step, with the
 set-points q_c from ``/position_controller/commands`` (std_msgs/Float64MultiArray, rad, arm joint order:
-ros2_control's JointGroupPositionController topic; wrong length / non-finite rejected and counted, clipped
-to the position limits). The effort command then acts as feed-forward. Not in lockstep.
+ros2_control's JointGroupPositionController topic; optionally followed by one rate per joint, rad/s, for
+kv (qdot_c - qdot); wrong length / non-finite rejected and counted, clipped to the position limits). The effort command then acts as feed-forward. Not in lockstep.
 
 Divergence guard: engine.py (kernel failure, non-finite state or |z|, |dz/dt| beyond the
 ``divergence.*`` bounds stop integration; the last good state stays published, /diagnostics reports
@@ -300,21 +300,24 @@ class PlantNode(Node):
             self.get_logger().info('first torque command: integrating')
 
     def _on_position(self, msg):
-        """Servo set-points (ros2_control's JointGroupPositionController topic): one angle per joint, finite,
-        clipped to the joint's position limits; a bad one is counted and the previous set-point kept."""
-        q = np.asarray(msg.data, dtype=float)
+        """Servo set-points (ros2_control's JointGroupPositionController topic): one angle per joint, or the
+        angles followed by one rate per joint; finite; angles clipped to the position limits. A bad one is
+        counted and the previous set-point kept."""
+        v = np.asarray(msg.data, dtype=float)
         n = self.model.n_joints
-        if q.size != n or not np.all(np.isfinite(q)):
+        if v.size not in (n, 2 * n) or not np.all(np.isfinite(v)):
             self.n_position_rejected += 1
             if self._warn_throttle(time.monotonic()):
                 self.get_logger().warning(f'rejected position command {list(msg.data)}: expected {n} finite '
-                                          f'angles ({self.n_position_rejected} rejected so far)')
+                                          f'angles (+ {n} rates) ({self.n_position_rejected} rejected so far)')
             return
+        q = v[:n].copy()
         for j, js in enumerate(self.model.spec.joints):
             lo, hi = js.position_limits
             q[j] = min(max(q[j], lo), hi)
         with self._lock:
             self.core.servo.q_c[:] = q
+            self.core.servo.qd_c[:] = v[n:] if v.size == 2 * n else 0.0
         if self._awaiting_command:
             self._awaiting_command = False
             self.get_logger().info('first position command: integrating')
@@ -344,6 +347,7 @@ class PlantNode(Node):
             self.core.reset(z, zd)
             if self.core.servo is not None:         # the servo holds where the arm was put
                 self.core.servo.q_c[:] = self.core.z[self.model.q_index]
+                self.core.servo.qd_c[:] = 0.0
             self.gate.clear()
             self._trail.clear()
             self.sched.start()

@@ -4,11 +4,11 @@ Naganathan's servo compliance (notes/seed_001_naganathan.md §2, eqs. 2.26-2.29)
 follows a commanded position through a proportional gain k_p and rate feedback k_v, so the joint itself is
 compliant. As a plant option the servo torque
 
-    tau_j = tau_ff,j + k_p,j (q_c,j - q_j) - k_v,j qdot_j,      clipped to the joint's effort limit
+    tau_j = tau_ff,j + k_p,j (q_c,j - q_j) + k_v,j (qdot_c,j - qdot_j),   clipped to the joint's effort limit
 
 is evaluated at every integration sub-step (a drive-level loop, much faster than a controller over ROS),
-with the commanded positions q_c from /position_controller/commands and tau_ff the (optional) effort
-command. The sub-step must resolve the velocity loop on the joint's inertia with the links free,
+with the commanded positions q_c (and rates qdot_c, zero unless given: eq. 2.26 vs 2.29) from
+/position_controller/commands and tau_ff the (optional) effort command. The sub-step must resolve the velocity loop on the joint's inertia with the links free,
 h <= J_hf / k_v (flexarm_control.laws.ServoCompliantActuator uses the same rule), so `substeps` is
 chosen from the gains: a stiff servo on a light hub needs short steps.
 """
@@ -42,11 +42,12 @@ class JointServo:
             h_max = float(np.min(np.where(self.kv > 0, self.J_hf / self.kv, np.inf)))
         self.substeps = 1 if not math.isfinite(h_max) else max(1, int(math.ceil(dt / h_max - 1e-9)))
         self.q_c = np.zeros(n)
+        self.qd_c = np.zeros(n)
         self._tau = np.zeros(n)
 
     def torque(self, z, zd, tau_ff):
         """Servo torque at the state (z, zd) (the array is reused)."""
         t = self._tau
-        t[:] = tau_ff + self.kp * (self.q_c - z[self.qi]) - self.kv * zd[self.qi]
+        t[:] = tau_ff + self.kp * (self.q_c - z[self.qi]) + self.kv * (self.qd_c - zd[self.qi])
         np.clip(t, -self.effort_limit, self.effort_limit, out=t)
         return t
