@@ -3,7 +3,7 @@
 Task: a cycloidal move of every joint by 60 deg in 2.5 s from q = 0, then a 3 s hold (--quick: De Luca only,
 1.5 s hold). Arms: De Luca two-link (horizontal) and Naganathan's spatial 3R (gravity; RK4 sub-steps of 0.25 ms).
 Controllers: PD + rigid feedforward with the thesis gains (controller side, ZOH at 1 kHz, k_v capped by the
-sampling, k_p lowered to stay critically damped where it is); PD servo on the plant side (ServoCompliantActuator
+sampling, k_p lowered to keep a damping ratio >= 0.3 where it is); PD servo on the plant side (ServoCompliantActuator
 with the thesis gains uncapped, evaluated every integration sub-step, the step short enough to resolve its
 velocity loop; command from the reference); modal LQR;
 computed torque (w_n = pi f_0); each without and with a ZV shaper on the lightly damped (zeta < 0.6) closed-loop
@@ -25,6 +25,7 @@ from flexarm_control.laws import (ComputedTorque, ModalLQR, PDServo, PointToPoin
                                   make_shaper, model_modes, static_equilibrium)
 from flexarm_control.laws.pd import naganathan_gains
 from flexarm_sim.model import load_model, simulate
+from flexarm_sim.plant.servo import servo_substeps
 
 ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_bringup', 'config', 'arms')
 
@@ -38,12 +39,6 @@ class Timed:
         u = self.law(t, z, zd)
         self.t.append(time.perf_counter() - t0)
         return u
-
-
-def servo_substeps(model, task, dt):
-    """Integration sub-steps per control period that resolve the plant-side servo's velocity loop (thesis gains)."""
-    _, kv, _ = naganathan_gains(model, task=task)
-    return max(1, math.ceil(dt / ServoCompliantActuator.largest_step(model, kv) - 1e-9))
 
 
 def run(model, law, q1, T, hold, dt, substeps, shaping):
@@ -88,7 +83,7 @@ def main(argv=None):
         n = model.n_joints
         q1 = np.full(n, math.pi / 3)
         task = [np.zeros(n), q1]
-        sub_servo = max(sub, servo_substeps(model, task, dt))
+        sub_servo = max(sub, servo_substeps(model, naganathan_gains(model, task=task)[1], dt))
         laws = {
             'PD (thesis gains)': lambda: PDServo(model, task=task, dt=dt),
             'PD servo, plant side': lambda: ServoCompliantActuator(model, task=task, dt=dt / sub_servo),

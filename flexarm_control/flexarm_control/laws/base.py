@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from flexarm_sim.model import joint_hf_inertia  # noqa: F401  (re-exported: the laws' sampling limits)
+
 from .reference import Hold, ReferenceManager
 from .shaping import ShapedReference
 
@@ -33,17 +35,6 @@ def rigid_model_of(model):
         except AttributeError:
             pass
     return rigid
-
-
-def joint_hf_inertia(model, q=None):
-    """Effective inertia of each joint with the links free (1 / diag of the inverse flexible mass matrix, joint rows):
-    what a joint torque accelerates at frequencies above the elastic modes. A sampled velocity feedback must be
-    slow against it (`velocity_gain_cap`). For a rigid arm it is 1 / diag(J^-1)."""
-    z = np.zeros(model.n_coords)
-    z[model.q_index] = model.spec.nominal_configuration if q is None else q
-    Minv = np.linalg.inv(model.mass_matrix(z))
-    qi = np.asarray(model.q_index)
-    return 1.0 / np.diag(Minv)[qi]
 
 
 # phase budget of the sampled velocity loop (rad): k_v / J_hf (its crossover) times the loop's lag dt/2 + delay

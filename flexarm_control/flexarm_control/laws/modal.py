@@ -41,6 +41,7 @@ a flexible arm is large and transient, integrating it would only wind up. Satura
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -112,6 +113,9 @@ class ModalLQR(ControlLaw):
         self.discrete = bool(discrete)
         self.xi = np.zeros(self.n)
         self._cache = {}
+        self._packed = {}                # grid cell -> its corners' designs, flattened (see _gain_for)
+        self._pack_layout = None
+        self._corner_bits = np.array(list(itertools.product((0, 1), repeat=self.n)), dtype=bool)
         self._active_Ki = None
         self._generation = 0
         self._pending = []               # grid cells queued for the background designer
@@ -133,6 +137,7 @@ class ModalLQR(ControlLaw):
                 raise ValueError(f'{k} must be finite and > 0')
         self._params.update({k: float(v) for k, v in p.items()})
         self._cache = {}
+        self._packed = {}
         self._active_Ki = None
         self._generation = getattr(self, '_generation', 0) + 1
 
@@ -254,13 +259,42 @@ class ModalLQR(ControlLaw):
         """(K, K_i, z_eq, tau_eq, K_u) at q: multilinear interpolation between the designs at the corners of q's
         grid cell (2^n designs per cell, each cached), so the torque does not jump when q crosses a cell
         boundary (a nearest-cell schedule put steps of ~0.02 N m into the De Luca elbow torque at every
-        crossing, 10 % of its range)."""
-        acc = None
-        for key, w in self._corners(q):
-            g = self._cell(key)
-            acc = [w * x for x in g] if acc is None else [a + w * x for a, x in zip(acc, g)]
-        self._active_Ki = acc[1]
-        return tuple(acc)
+        crossing, 10 % of its range). Once all corners of a cell are designed, the cell's designs are kept
+        flattened in one (2^n, L) array and the interpolation is one weighted sum."""
+        x = np.asarray(q, dtype=float) / self._params['schedule_step']
+        lo = np.floor(x)
+        cell = tuple(lo.astype(int))
+        packed = self._packed.get(cell)
+        if packed is None:
+            packed = self._pack(cell)
+        if packed is None:                   # some corner not designed yet: per-corner path (designs / nearest)
+            acc = None
+            for key, w in self._corners(q):
+                g = self._cell(key)
+                acc = [w * v for v in g] if acc is None else [a + w * v for a, v in zip(acc, g)]
+            self._active_Ki = acc[1]
+            return tuple(acc)
+        frac = x - lo
+        flat = np.prod(np.where(self._corner_bits, frac, 1.0 - frac), axis=1) @ packed
+        out = tuple(flat[a:b].reshape(shape) for a, b, shape in self._pack_layout)
+        self._active_Ki = out[1]
+        return out
+
+    def _pack(self, cell):
+        """Flattened designs of all 2^n corners of `cell` (None unless all are designed)."""
+        corners = [tuple(c + b for c, b in zip(cell, bits)) for bits in self._corner_bits.astype(int).tolist()]
+        designs = [self._cache.get(k) for k in corners]
+        if any(g is None for g in designs):
+            return None
+        if self._pack_layout is None:
+            a, layout = 0, []
+            for v in designs[0]:
+                layout.append((a, a + v.size, v.shape))
+                a += v.size
+            self._pack_layout = layout
+        packed = np.array([np.concatenate([np.ravel(v) for v in g]) for g in designs])
+        self._packed[cell] = packed
+        return packed
 
     # ------------------------------------------------------------------ background gain design (real time)
     def start_background_design(self):

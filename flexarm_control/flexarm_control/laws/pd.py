@@ -161,11 +161,9 @@ class ServoCompliantActuator(PDServo):
 
     @staticmethod
     def largest_step(model, kv):
-        """Largest integration step (s) that resolves the velocity loop: min_j J_hf,j / k_v,j."""
-        from .base import joint_hf_inertia
-        kv = np.asarray(kv, dtype=float)
-        with np.errstate(divide='ignore'):
-            return float(np.min(np.where(kv > 0, joint_hf_inertia(model) / kv, np.inf)))
+        """Largest integration step (s) that resolves the velocity loop (the plant servo's rule)."""
+        from flexarm_sim.plant.servo import largest_servo_step
+        return largest_servo_step(model, kv)
 
     def command(self, q_d, qd_d=None, tau_ff=None):
         """Set the commanded motion directly (used when a controller drives the servo)."""

@@ -259,9 +259,6 @@ class ControllerNode(Node):
         return tau
 
     def _publish(self, tau):
-        if getattr(self.law, 'servo_in_plant', False):
-            self.pub_position.publish(Float64MultiArray(
-                data=[float(x) for x in self.law.setpoint] + [float(x) for x in self.law.setpoint_rate]))
         self.pub.publish(Float64MultiArray(data=[float(x) for x in tau]))
         self.n_published += 1
 
@@ -321,6 +318,7 @@ class PDServoNode(ControllerNode):
             self.pub_position = self.create_publisher(
                 Float64MultiArray, '/position_controller/commands',
                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            self._publish = self._publish_with_setpoint
             return law
         capped = np.asarray(law.gain_info.get('kv_sample_capped', np.zeros(law.n, bool)))
         if np.any(capped):
@@ -332,6 +330,14 @@ class PDServoNode(ControllerNode):
                 f'{np.array2string(law.kp[capped], precision=3)} N m/rad). A stiffer servo belongs in the drive '
                 f'(plant-side ServoCompliantActuator) or needs a higher rate.')
         return law
+
+
+    def _publish_with_setpoint(self, tau):
+        """command_interface position: the set-point (angles, then rates) for the plant's servo, then the
+        feed-forward torque."""
+        law = self.law
+        self.pub_position.publish(Float64MultiArray(data=law.setpoint.tolist() + law.setpoint_rate.tolist()))
+        ControllerNode._publish(self, tau)
 
 
 class ModalNode(ControllerNode):

@@ -83,3 +83,12 @@ def whole_arm_modes(model, q, free_joints=True, eps=1e-6) -> ArmModes:
     n_rigid = int(np.sum(np.abs(w2) < tol)) if free_joints else 0
     freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
     return ArmModes(freqs, V, n_rigid)
+
+
+def joint_hf_inertia(model, q=None):
+    """Effective inertia of each joint with the links free, 1 / diag(J^-1) (joint rows), at joint angles q
+    (deflections zero; default the nominal configuration): what a joint torque accelerates above the elastic
+    modes. A sampled or fast joint loop (velocity gain k_v) must be slow against it. Rigid arm: 1 / diag(J^-1)."""
+    z = np.zeros(model.n_coords)
+    z[model.q_index] = model.spec.nominal_configuration if q is None else q
+    return 1.0 / np.diag(np.linalg.inv(model.mass_matrix(z)))[np.asarray(model.q_index)]

@@ -176,6 +176,8 @@ class PlantNode(Node):
             self.core.servo = JointServo(model, cfg['servo.kp'], cfg['servo.kv'], 1.0 / self.rate, limits)
             self.core.servo.q_c[:] = z0[model.q_index]
             self.n_position_rejected = 0
+            self._position_lo, self._position_hi = (np.array(lim, dtype=float)
+                                                    for lim in zip(*(js.position_limits for js in model.spec.joints)))
         self.inbox = LockstepInbox(limits)
         # one ArmOutputs (scratch arrays) per publishing thread: loop thread (lockstep) and output thread
         self.outputs = ArmOutputs(model, cfg['markers.centerline_points'])
@@ -311,10 +313,7 @@ class PlantNode(Node):
                 self.get_logger().warning(f'rejected position command {list(msg.data)}: expected {n} finite '
                                           f'angles (+ {n} rates) ({self.n_position_rejected} rejected so far)')
             return
-        q = v[:n].copy()
-        for j, js in enumerate(self.model.spec.joints):
-            lo, hi = js.position_limits
-            q[j] = min(max(q[j], lo), hi)
+        q = np.clip(v[:n], self._position_lo, self._position_hi)
         with self._lock:
             self.core.servo.q_c[:] = q
             self.core.servo.qd_c[:] = v[n:] if v.size == 2 * n else 0.0
@@ -399,9 +398,9 @@ class PlantNode(Node):
         inside rclpy held the GIL long enough to delay the loop thread's ticks)."""
         out = self.outputs_bg
         length = self.cfg['markers.trail_length']
-        if length > 0:
-            self._trail.append(out.frames(z)[3][-1].copy())
         joints, lines, tip = out.geometry(z)
+        if length > 0:
+            self._trail.append(tip)
         if self._marker_encoder_trail != length:
             self._build_marker_encoder(length)
         trail = np.array(self._trail, dtype=float).reshape(-1, 3) if length > 0 else np.zeros((0, 3))

@@ -18,12 +18,21 @@ import math
 
 import numpy as np
 
+from ..model import joint_hf_inertia
 
-def joint_hf_inertia(model, q=None):
-    """Inertia each joint torque accelerates with the links free: 1 / diag(J^-1) (joint rows)."""
-    z = np.zeros(model.n_coords)
-    z[model.q_index] = model.spec.nominal_configuration if q is None else q
-    return 1.0 / np.diag(np.linalg.inv(model.mass_matrix(z)))[np.asarray(model.q_index)]
+
+def largest_servo_step(model, kv) -> float:
+    """Largest integration step (s) that resolves a joint servo's velocity loop: min_j J_hf,j / k_v,j (the held
+    loop is then critically damped at worst); inf without rate feedback."""
+    kv = np.asarray(kv, dtype=float)
+    with np.errstate(divide='ignore'):
+        return float(np.min(np.where(kv > 0, joint_hf_inertia(model) / kv, np.inf)))
+
+
+def servo_substeps(model, kv, dt) -> int:
+    """Equal sub-steps of dt that resolve the servo (largest_servo_step)."""
+    h_max = largest_servo_step(model, kv)
+    return 1 if not math.isfinite(h_max) else max(1, int(math.ceil(dt / h_max - 1e-9)))
 
 
 class JointServo:
@@ -37,10 +46,7 @@ class JointServo:
         self.qi = np.asarray(model.q_index)
         self.effort_limit = (np.full(n, np.inf) if effort_limit is None
                              else np.asarray(effort_limit, dtype=float) * np.ones(n))
-        self.J_hf = joint_hf_inertia(model)
-        with np.errstate(divide='ignore'):
-            h_max = float(np.min(np.where(self.kv > 0, self.J_hf / self.kv, np.inf)))
-        self.substeps = 1 if not math.isfinite(h_max) else max(1, int(math.ceil(dt / h_max - 1e-9)))
+        self.substeps = servo_substeps(model, self.kv, dt)
         self.q_c = np.zeros(n)
         self.qd_c = np.zeros(n)
         self._tau = np.zeros(n)
