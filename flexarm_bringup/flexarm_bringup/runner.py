@@ -308,6 +308,7 @@ def run(args):
     spec = load_arm(arm_path)
     pfile = params_file(args, arm_path)
     procs = _Processes()
+    signal.signal(signal.SIGTERM, _terminated)     # so the finally below stops the child processes
     executors = []          # one single-threaded executor (and thread) per node: rclpy's multi-threaded
     recorder = None         # executor is slow, and the composed nodes must not starve each other
     spins = []
@@ -361,6 +362,10 @@ def run(args):
         os.unlink(pfile)
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def _compose(args):
     """Plant (and controller) nodes in this process (parameters from the --params-file given to rclpy)."""
     from flexarm_sim.plant.node import PlantNode
@@ -387,7 +392,8 @@ def _drive(args, spec, runner, procs, recorder):
         if err:
             return _fail(err)
         if time.monotonic() > wall_limit:
-            return _fail('no state from the plant / no command from the controller within 60 s')
+            return _fail('no state from the plant / no command from the controller within 60 s\n'
+                         + '\n'.join(f'--- {name} log:\n' + procs.tail(name) for name, _ in procs.procs))
         time.sleep(0.02)
     if runner.sub_cmd is not None:
         runner.node.destroy_subscription(runner.sub_cmd)
