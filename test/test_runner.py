@@ -73,11 +73,13 @@ def test_run_rejects_unknown_arm(ros_env):
 def test_run_pd_with_the_plant_side_servo(ros_env):
     """--plant-servo: the plant's joint servo (thesis gains, at the plant's sub-steps) is the PD and the
     pd_servo node sends set-points (+ rates) and the rigid feed-forward over DDS in real time. Measured in-process
-    (bench_controllers 'PD servo, plant side'): joint RMS 0.071 rad; over DDS 0.048 / 0.090 rad."""
+    (bench_controllers 'PD servo, plant side'): joint RMS 0.071 rad; over DDS 0.048 / 0.090 rad unloaded, 0.067 /
+    0.12 with the machine loaded (load average 6 on 2 cores). Real time: bounded and moving, not a tracking figure
+    (flexarm_control/test/test_laws_controllers.py holds the servo's physics in-process)."""
     r = _run(ros_env, '--controller', 'pd_servo', '--plant-servo', '--duration', '3.0', '--json', '--quiet')
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(r.stdout.strip().splitlines()[-1])
-    assert all(0 <= e < 0.2 for e in s['joint_rms_error_rad']), s
+    assert all(0 <= e < 0.4 for e in s['joint_rms_error_rad']), s        # the move (0.74 rad RMS unmoved) happened
     assert max(s['peak_torque_nm']) <= 2.0 + 1e-9
     bad = _run(ros_env, '--controller', 'modal', '--plant-servo', '--duration', '1.0', '--quiet')
     assert bad.returncode != 0 and 'plant-servo' in bad.stderr

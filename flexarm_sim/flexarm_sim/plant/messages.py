@@ -11,8 +11,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from flexarm_msgs.msg import FlexState, LinkDeflection
 
-from .outputs import (EE_P, EE_Q, EE_RIGID, EE_V, EE_W, EN_EL, EN_GR, EN_KIN, ArmOutputs, StateOutputs,
-                      quaternion_xyzw)
+from .outputs import ArmOutputs, quaternion_xyzw
 
 
 def stamp(ns: int) -> Time:
@@ -60,78 +59,6 @@ class JointStateBuilder:
         self._qd[:] = zd[self.qi]
         self._tau[:] = tau
         return self.msg
-
-
-class FlexStateBuilder:
-    """One preallocated FlexState (links, poses) refilled in place from (z, zd, tau): numeric outputs in one numba
-    call (outputs.state_outputs), arrays by buffer assignment, scalars on sub-messages built without field checks.
-    Same content as `flex_state`; ~10x cheaper. One builder per publishing thread; publish before the next fill."""
-
-    def __init__(self, out: ArmOutputs, frame_id: str):
-        import array
-        from geometry_msgs.msg import Point as P, Pose, Twist, Vector3
-        self.out = out
-        self.calc = StateOutputs(out.model)
-        m = out.model
-        n = m.n_joints
-        self.qi = np.asarray(m.q_index)
-        self.msg = msg = FlexState()
-        msg.header.frame_id = frame_id
-        msg.joint_names = list(out.joint_names)
-        msg.position, msg.velocity, msg.effort = (array.array('d', bytes(8 * n)) for _ in range(3))
-        self._q, self._qd, self._tau = _f64_view(msg.position), _f64_view(msg.velocity), _f64_view(msg.effort)
-        self._links = []
-        lds = []
-        for info in out.links:
-            ld = LinkDeflection()
-            ld.link_name = info.name
-            ld.mode_plane = info.planes
-            ld.frequencies = info.freqs_hz
-            ld.mode_tip_displacement = info.mode_tip_displacement
-            ld.modal_position = array.array('d', bytes(8 * info.n_modes))
-            ld.modal_velocity = array.array('d', bytes(8 * info.n_modes))
-            ld.tip_deflection = Vector3(check_fields=False)
-            ld.tip_rotation = Vector3(check_fields=False)
-            lds.append(ld)
-            self._links.append((info, ld, _f64_view(ld.modal_position), _f64_view(ld.modal_velocity),
-                                ld.tip_deflection, ld.tip_rotation))
-        msg.links = lds
-        pose = Pose(check_fields=False)
-        pose.position = P(check_fields=False)
-        from geometry_msgs.msg import Quaternion
-        pose.orientation = Quaternion(check_fields=False)
-        tw = Twist(check_fields=False)
-        tw.linear, tw.angular = Vector3(check_fields=False), Vector3(check_fields=False)
-        msg.end_effector_pose, msg.end_effector_twist = pose, tw
-        msg.end_effector_rigid_position = P(check_fields=False)
-        self._pos, self._ori = pose.position, pose.orientation
-        self._lin, self._ang, self._rig = tw.linear, tw.angular, msg.end_effector_rigid_position
-        self._stamp = msg.header.stamp
-
-    def fill(self, z, zd, tau, step: int, t_ns: int) -> FlexState:
-        msg = self.msg
-        t_ns = int(t_ns)
-        self._stamp.sec, self._stamp.nanosec = t_ns // 1_000_000_000, t_ns % 1_000_000_000
-        msg.step = int(step)
-        self._q[:] = z[self.qi]
-        self._qd[:] = zd[self.qi]
-        self._tau[:] = tau
-        for info, ld, mp, mv, td, tr in self._links:
-            dl = z[info.slice]
-            mp[:] = dl
-            mv[:] = zd[info.slice]
-            td.x, td.y, td.z = (info.phi_tip @ dl).tolist()
-            tr.x, tr.y, tr.z = (info.theta_tip @ dl).tolist()
-            ld.elastic_energy = 0.5 * float(dl @ info.stiffness @ dl)
-        o = self.calc.compute(z, zd).tolist()
-        p, q, v, w, r = self._pos, self._ori, self._lin, self._ang, self._rig
-        p.x, p.y, p.z = o[EE_P:EE_P + 3]
-        q.x, q.y, q.z, q.w = o[EE_Q:EE_Q + 4]
-        v.x, v.y, v.z = o[EE_V:EE_V + 3]
-        w.x, w.y, w.z = o[EE_W:EE_W + 3]
-        r.x, r.y, r.z = o[EE_RIGID:EE_RIGID + 3]
-        msg.kinetic_energy, msg.elastic_energy, msg.gravity_energy = o[EN_KIN], o[EN_EL], o[EN_GR]
-        return msg
 
 
 def flex_state(out: ArmOutputs, z, zd, tau, step: int, t_ns: int, frame_id: str) -> FlexState:

@@ -104,6 +104,7 @@ class FixedRateScheduler:
         self.max_catchup = int(max_catchup)
         self.stats = stats or TimingStats()
         self.next_deadline = None
+        self.tick_deadline = 0.0      # deadline of the tick wait() last started (its sample instant)
         self.lag_s = 0.0          # simulated time dropped by skipping (plant behind the wall clock)
 
     def start(self, now: float | None = None):
@@ -111,10 +112,6 @@ class FixedRateScheduler:
         now = self.clock() if now is None else now
         self.next_deadline = now + self.period
         self.stats.restart_intervals()
-
-    def set_period(self, period_s: float):
-        self.period = float(period_s)
-        self.start()
 
     def wait(self) -> float:
         """Block until the next tick is due; returns its start time (clock seconds)."""
@@ -124,6 +121,7 @@ class FixedRateScheduler:
         period = self.period
         if period <= 0.0:
             self.stats.record_tick(now, 0.0)
+            self.tick_deadline = now
             return now
         deadline = self.next_deadline
         if now < deadline:
@@ -137,6 +135,7 @@ class FixedRateScheduler:
                 self.sleep(deadline - now)
                 now = self.clock()
         late = now - deadline
+        self.tick_deadline = deadline
         self.stats.record_tick(now, late)
         if late >= period:
             self.stats.overruns += 1
@@ -146,5 +145,6 @@ class FixedRateScheduler:
                 deadline += skip * period
                 self.stats.skipped += skip
                 self.lag_s += skip * period
+                self.tick_deadline = deadline
         self.next_deadline = deadline + period
         return now

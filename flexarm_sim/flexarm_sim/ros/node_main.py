@@ -1,0 +1,102 @@
+"""Start, spin and stop a flexarm node: the one `main` of every node executable.
+
+    def plant(args=None):                       # console script `plant` (flexarm_sim/entry.py)
+        return run_node('flexarm_sim.plant.node:PlantNode', 'plant', args)
+
+Shutdown: SIGINT and SIGTERM at any time — during imports, while the kernels load or compile, while the node is
+constructed, while it spins — end the process with exit code 0 and no traceback within a fraction of a second
+(what `ros2 launch` and process supervisors expect). rclpy's own signal handlers are not installed: they shut the
+context down under the node's threads (publishing from a thread after that raises inside rclpy), whereas here
+the node stops first (`node.stop()`: its threads joined, hardware made safe), then the executor, the node and
+the context, in that order. During construction the signal raises `Shutdown` in the main thread, which
+unwinds it; while spinning the executor wakes at least every 0.1 s to look at the flag.
+
+The factory may be given as 'module:attribute' so that the signal handlers are in place before the heavy
+imports (rclpy, numpy, numba) start: the entry-point modules import nothing else at their top.
+
+Start-up errors the node can name (`ConfigError`: a bad parameter or arm file) print one line naming the
+parameter and exit 2; other exceptions are bugs and keep their traceback.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+from ..common.params import ConfigError
+
+SPIN_WAKE_S = 0.1
+
+
+class Shutdown(BaseException):
+    """SIGINT/SIGTERM arrived while the node was starting (a BaseException, so `except Exception` lets it pass)."""
+
+
+class _Signals:
+    def __init__(self):
+        self.received = threading.Event()
+        self.raise_in_main = True       # while starting: unwind the construction
+
+    def handler(self, signum, frame):
+        if self.received.is_set():
+            return                      # already stopping (launch sends SIGINT, then SIGTERM)
+        self.received.set()
+        if self.raise_in_main:
+            raise Shutdown(signum)
+
+    def install(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, self.handler)
+
+
+def _resolve(factory):
+    if isinstance(factory, str):
+        import importlib
+        module, _, attr = factory.partition(':')
+        return getattr(importlib.import_module(module), attr)
+    return factory
+
+
+def run_node(factory, name: str, args=None, executor_factory=None) -> int:
+    """Run `factory()` (a Node, optionally with start()/stop(); or 'module:attr' naming it) until SIGINT/SIGTERM;
+    returns the exit code."""
+    sig = _Signals()
+    sig.install()
+    node = executor = None
+    code = 0
+    rclpy = None
+    try:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+        factory = _resolve(factory)
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        node = factory()
+        executor = (executor_factory or SingleThreadedExecutor)()
+        executor.add_node(node)
+        start = getattr(node, 'start', None)
+        if start is not None:
+            start()
+        sig.raise_in_main = False
+        if sig.received.is_set():
+            return 0
+        while not sig.received.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=SPIN_WAKE_S)
+    except Shutdown:
+        code = 0
+    except ConfigError as e:
+        print(f'{name}: {e}', file=sys.stderr, flush=True)
+        code = 2
+    finally:
+        sig.raise_in_main = False       # a second signal during teardown is ignored
+        if node is not None:
+            stop = getattr(node, 'stop', None)
+            if stop is not None:
+                stop()
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
+        if node is not None:
+            node.destroy_node()
+        if rclpy is not None:
+            rclpy.try_shutdown()
+    return code
