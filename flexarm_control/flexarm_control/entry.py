@@ -5,12 +5,12 @@ numpy and numba load (flexarm_sim/ros/node_main.py).
 """
 import sys
 
-from flexarm_sim.ros.node_main import run_node
+from flexarm_sim.ros.node_main import exit_process, run_node
 
 
 def _controller(kind, args):
     sys.setswitchinterval(0.0005)      # the state callback gets the GIL back quickly from the gain designer
-    return run_node(f'flexarm_control.nodes.controller_node:{kind}', kind, args)
+    exit_process(run_node(f'flexarm_control.nodes.controller_node:{kind}', kind, args))
 
 
 def pd_servo(args=None):

@@ -5,13 +5,13 @@ numpy and numba load, so a signal during start-up ends the process cleanly (ros/
 """
 import sys
 
-from .ros.node_main import run_node
+from .ros.node_main import exit_process, run_node
 
 
 def plant(args=None):
     """`plant`: the flexible-arm plant node (plant/node.py)."""
     sys.setswitchinterval(0.0002)       # the loop thread gets the interpreter back quickly
-    return run_node('flexarm_sim.plant.node:PlantNode', 'plant', args)
+    exit_process(run_node('flexarm_sim.plant.node:PlantNode', 'plant', args))
 
 
 def precompile(args=None):

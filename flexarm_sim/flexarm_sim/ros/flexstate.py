@@ -6,7 +6,7 @@ place — array fields by buffer assignment, the end-effector and energy outputs
 
 Decoding (controllers, state estimator, flex_joint_states, the runner): `decode_state(msg, layout)` with one
 tolerance rule: the state must be of this arm (a non-empty arm_id equal to the layout's; joint names, when
-given, the layout's in its order), every value finite, one position and velocity per joint; its links are
+given, the layout's — in another order they are matched by name), every value finite, one position and velocity per joint; its links are
 matched by name and each flexible link must bring exactly its modal coordinates and rates — except a state with
 no link entries at all (the hardware bridge measures joints only), which decodes with zero modal coordinates and
 `has_modes` False. Anything else raises ValueError saying what does not fit.
@@ -121,16 +121,21 @@ def decode_state(msg, layout) -> DecodedState:
     n = layout.n_joints
     if msg.arm_id and layout.arm_id and msg.arm_id != layout.arm_id:
         raise ValueError(f'state of arm {msg.arm_id!r}, this node runs {layout.arm_id!r}')
+    order = None
     if len(msg.joint_names) and tuple(msg.joint_names) != tuple(layout.joint_names):
-        raise ValueError(f'joints {list(msg.joint_names)}, the arm has {list(layout.joint_names)}')
+        if sorted(msg.joint_names) != sorted(layout.joint_names):
+            raise ValueError(f'joints {list(msg.joint_names)}, the arm has {list(layout.joint_names)}')
+        index = {name: i for i, name in enumerate(msg.joint_names)}
+        order = [index[name] for name in layout.joint_names]
     if len(msg.position) != n or len(msg.velocity) != n:
         raise ValueError(f'{len(msg.position)} positions / {len(msg.velocity)} velocities, the arm has {n} joints')
     if len(msg.effort) not in (0, n):
         raise ValueError(f'{len(msg.effort)} efforts, the arm has {n} joints')
     z, zd = np.zeros(layout.n_coords), np.zeros(layout.n_coords)
     qi = layout.q_index
-    z[qi] = msg.position
-    zd[qi] = msg.velocity
+    q, qd = np.asarray(msg.position, dtype=float), np.asarray(msg.velocity, dtype=float)
+    z[qi] = q if order is None else q[order]
+    zd[qi] = qd if order is None else qd[order]
     has_modes = len(msg.links) > 0
     if has_modes:
         by_name = {lk.link_name: lk for lk in msg.links}
@@ -145,6 +150,8 @@ def decode_state(msg, layout) -> DecodedState:
     if not (np.all(np.isfinite(z)) and np.all(np.isfinite(zd))):
         raise ValueError('non-finite value')
     tau = np.asarray(msg.effort, dtype=float) if len(msg.effort) else np.zeros(n)
+    if order is not None and len(msg.effort):
+        tau = tau[order]
     if not np.all(np.isfinite(tau)):
         raise ValueError('non-finite effort')
     st = msg.header.stamp

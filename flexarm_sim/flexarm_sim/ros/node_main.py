@@ -14,11 +14,16 @@ unwinds it; while spinning the executor wakes at least every 0.1 s to look at th
 The factory may be given as 'module:attribute' so that the signal handlers are in place before the heavy
 imports (rclpy, numpy, numba) start: the entry-point modules import nothing else at their top.
 
+`exit_process(code)` ends the process right after that, without the interpreter's finalization (it tears down
+the numba/LLVM, scipy and rclpy object graphs one by one: 0.5-1.5 s measured, most of a node's exit time); every
+resource that matters (threads, hardware, DDS participant, logging) is closed by then.
+
 Start-up errors the node can name (`ConfigError`: a bad parameter or arm file) print one line naming the
 parameter and exit 2; other exceptions are bugs and keep their traceback.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -100,3 +105,13 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
         if rclpy is not None:
             rclpy.try_shutdown()
     return code
+
+
+def exit_process(code: int):
+    """Flush stdout/stderr and end the process now (after run_node has shut everything down)."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(int(code))
