@@ -1,8 +1,10 @@
 """`flexarm run` end to end: plant + controller nodes, reference, summary, MCAP recording and plot."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -83,3 +85,35 @@ def test_run_pd_with_the_plant_side_servo(ros_env):
     assert max(s['peak_torque_nm']) <= 2.0 + 1e-9
     bad = _run(ros_env, '--controller', 'modal', '--plant-servo', '--duration', '1.0', '--quiet')
     assert bad.returncode != 0 and 'plant-servo' in bad.stderr
+
+
+@pytest.mark.parametrize('sig,code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_run_interrupted_exits_128_plus_signal_and_stops_its_nodes(ros_env, sig, code):
+    """Ctrl-C (or a supervisor's SIGTERM) mid-run: the nodes are stopped, no traceback, 130 / 143."""
+    import rclpy
+    p = subprocess.Popen([sys.executable, '-m', 'flexarm_bringup.cli', 'run', '--controller', 'pd_servo',
+                          '--duration', '60', '--quiet'], env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=int(ros_env['ROS_DOMAIN_ID']))
+    node = rclpy.create_node('watcher', context=ctx)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (node.count_publishers('/effort_controller/commands') >= 1
+                                                   and node.count_publishers('/flexarm/state') >= 1):
+            time.sleep(0.1)
+        assert node.count_publishers('/flexarm/state') >= 1, 'the run did not start'
+        time.sleep(1.0)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == code, err[-3000:]
+        assert 'Traceback' not in err and 'interrupted' in err, err[-3000:]
+        deadline = time.monotonic() + 15
+        while node.count_publishers('/flexarm/state') > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert node.count_publishers('/flexarm/state') == 0, 'the plant outlived the runner'
+    finally:
+        if p.poll() is None:
+            p.kill()
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)

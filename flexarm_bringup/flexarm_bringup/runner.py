@@ -19,11 +19,12 @@ Start-up waits for readiness, not a fixed time: the plant is ready at its first 
 integrates (the plant holds the arm until the first command). The wait ends with an error naming the process
 that is not ready and showing its log once nothing has happened for STARTUP_QUIET_S (no state, no log line: a
 compile in progress logs), or after STARTUP_LIMIT_S in all. Memory stays bounded: the samples kept for the summary
-and the plot are decimated beyond MAX_SAMPLES (the recording streams to disk). SIGINT exits 130, SIGTERM 143,
+and the plot are decimated beyond MAX_SAMPLES (the recording streams to disk). SIGINT exits 130, SIGTERM 143 (interrupt.py),
 after stopping the nodes.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import numpy as np
 from flexarm_sim.common.params import ConfigError
 
 from .bringup import CONTROLLERS, TIME_MODES, command, sim_nodes
+from .interrupt import Interrupted
 
 RECORDED_TOPICS = (
     ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
@@ -83,14 +85,6 @@ def add_parser(sub):
                    help="pd_servo only: the plant's joint servo (thesis gains, evaluated at the plant's sub-steps) "
                         'is the PD; the controller sends set-points and the rigid feed-forward')
     p.set_defaults(func=run)
-
-
-class Interrupted(BaseException):
-    """SIGINT / SIGTERM: unwinds the run; the exit code is 128 + the signal number."""
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.code = 128 + int(signum)
 
 
 class _Progress:
@@ -313,7 +307,8 @@ class _Processes:
     def start(self, name, argv, env):
         path = os.path.join(self.tmpdir, f'{name}.log')
         with open(path, 'wb') as log:
-            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=_die_with_parent)
         self.procs.append((name, p, path))
         return p
 
@@ -363,6 +358,15 @@ class _Processes:
                 p.wait()
 
 
+def _die_with_parent():
+    """In the child, before exec: SIGTERM when the runner dies, however it dies (Linux PR_SET_PDEATHSIG), so a
+    killed runner never leaves its nodes running."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)     # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 def _relay(progress, lines):
     """Show the nodes' lines that matter while waiting: compile notices, warnings, errors."""
     for name, ln in lines:
@@ -373,24 +377,14 @@ def _relay(progress, lines):
 
 def run(args):
     progress = _Progress(args.quiet)
-    interrupted = []
-
-    def on_signal(signum, frame):
-        if interrupted:
-            return                          # already stopping
-        interrupted.append(signum)
-        raise Interrupted(signum)
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     tmpdir = tempfile.mkdtemp(prefix='flexarm_run_')
     try:
         return _run(args, progress, tmpdir)
     except Interrupted as e:
         progress.end_inline()
-        print(f'flexarm run: interrupted ({signal.Signals(e.code - 128).name}): nodes stopped', file=sys.stderr)
+        print(f'flexarm run: interrupted ({e.name}): nodes stopped', file=sys.stderr)
         return e.code
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 

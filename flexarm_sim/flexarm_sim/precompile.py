@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import sys
 import tempfile
@@ -20,6 +21,7 @@ import threading
 import time
 
 import numpy as np
+from numba.core.registry import CPUDispatcher
 
 from .arms import resolve_arm
 from .model import load_model
@@ -83,16 +85,28 @@ def warm_kernels(model):
     model.energies(z, zd)
 
 
+def _compile_counts():
+    """(kernels compiled, kernels loaded from the cache) in this process so far (numba dispatcher statistics)."""
+    compiled = loaded = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, CPUDispatcher) and getattr(obj, '__module__', '').startswith('flexarm'):
+            st = obj.stats
+            compiled += len(st.cache_misses)
+            loaded += len(st.cache_hits)
+    return compiled, loaded
+
+
 def ensure_kernels(model, log=None):
     """Load (first start after an install: compile) every kernel, under the machine-wide lock; returns seconds."""
     t0 = time.monotonic()
     with compile_lock(log):
-        with _notice(log, 'compiling the numba kernels (first start from this install; later starts load them '
-                          'from the cache) ...'):
+        with _notice(log, 'loading the numba kernels (the first start from an install compiles them, ~20 s; '
+                          'later starts load them from the cache) ...'):
             warm_kernels(model)
     dt = time.monotonic() - t0
     if dt > NOTICE_AFTER_S and log:
-        log(f'numba kernels ready in {dt:.1f} s')
+        compiled, loaded = _compile_counts()
+        log(f'numba kernels ready in {dt:.1f} s ({compiled} compiled, {loaded} loaded from the cache)')
     return dt
 
 
