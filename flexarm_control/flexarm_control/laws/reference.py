@@ -359,12 +359,19 @@ class ReferenceLimits:
             return 'start or end time not finite'
         if t0 - t_now > self.MAX_START_DELAY:
             return f'starts {t0 - t_now:.0f} s from now (more than {self.MAX_START_DELAY:.0f} s ahead)'
+        tol = self.TOLERANCE
+        for k, q in enumerate(getattr(ref, 'P', ())):            # the points first: the clearest message
+            bad = np.nonzero(~((q >= self.lo - tol) & (q <= self.hi + tol)))[0]
+            if bad.size:
+                j = int(bad[0])
+                return (f'joint {self.names[j]}: position {q[j]:.6g} rad of point {k} is outside its limits '
+                        f'[{self.lo[j]:g}, {self.hi[j]:g}]')
         times = np.linspace(max(t0, t_now), max(t1, t_now), self.SAMPLES)
         if hasattr(ref, 'times'):
             times = np.union1d(times, ref.t0 + ref.times)
-        tol = self.TOLERANCE
         for t in times:
-            q, qd, _ = ref.sample(t)
+            with np.errstate(all='ignore'):
+                q, qd, _ = ref.sample(t)
             q, qd = np.asarray(q, float), np.asarray(qd, float)
             if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
                 return f'not finite at t = {t:.3f} s'
