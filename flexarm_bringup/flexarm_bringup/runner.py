@@ -192,6 +192,7 @@ class RunnerNode:
         from trajectory_msgs.msg import JointTrajectory
 
         from flexarm_msgs.msg import FlexState
+        from flexarm_sim.ros.flexstate import FlexStateDecoder
         self.node = node
         self.layout = layout
         self.lock = threading.Lock()
@@ -202,20 +203,19 @@ class RunnerNode:
         self.plant_diag = {}
         self.controller_diag = {}
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos)
+        self.decoder = FlexStateDecoder(layout)
+        node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos, raw=True)
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos)
 
-    def _on_state(self, msg):
-        from flexarm_sim.ros.flexstate import decode_state
+    def _on_state(self, data):
         try:
-            st = decode_state(msg, self.layout)
+            st = self.decoder.decode(data)
         except ValueError as e:
             self.rejected += 1
             self.last_reject = str(e)
             return
-        p, r = msg.end_effector_pose.position, msg.end_effector_rigid_position
-        row = np.concatenate([[st.t], st.z[self.layout.q_index], st.tau, [p.x, p.y, p.z, r.x, r.y, r.z],
+        row = np.concatenate([[st.t], st.z[self.layout.q_index], st.tau, st.tip, st.rigid_tip,
                               st.z[self.layout.mode_index], [st.step]])
         with self.lock:
             self.samples.add(row[:-1])
@@ -311,6 +311,18 @@ class _Processes:
                                  preexec_fn=_die_with_parent)
         self.procs.append((name, p, path))
         return p
+
+    def cpu_seconds(self):
+        """{process: user + system CPU seconds so far} (Linux /proc)."""
+        out = {}
+        for name, p, _ in self.procs:
+            try:
+                with open(f'/proc/{p.pid}/stat') as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+            except (OSError, IndexError, ValueError):
+                pass
+        return out
 
     def exited(self):
         for name, p, _ in self.procs:
@@ -542,6 +554,7 @@ def _drive(args, model, runner, procs, recorder, progress):
     t_end = t_move + args.duration
     progress.line(f'running {args.duration:g} s of plant time ({args.time_mode})')
     last_t, last_change, last_print, w0 = row[0], time.monotonic(), 0.0, time.monotonic()
+    cpu0 = procs.cpu_seconds()
     while True:
         row, _ = runner.latest()
         t = row[0]
@@ -565,7 +578,10 @@ def _drive(args, model, runner, procs, recorder, progress):
                             + f'] rad   tip deflection {1e3 * defl:7.2f} mm')
         time.sleep(0.02)
     progress.end_inline()
-    progress.line(f'run done: {args.duration:g} s of plant time in {time.monotonic() - w0:.1f} s wall')
+    wall = time.monotonic() - w0
+    cpu1 = procs.cpu_seconds()
+    cpu = {name: round(100.0 * (cpu1[name] - cpu0[name]) / wall, 1) for name in cpu1 if name in cpu0}
+    progress.line(f'run done: {args.duration:g} s of plant time in {wall:.1f} s wall')
     time.sleep(0.6)      # one more diagnostics period
     if recorder is not None:
         t0 = time.monotonic()
@@ -581,7 +597,9 @@ def _drive(args, model, runner, procs, recorder, progress):
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
                     'single_process': bool(args.single_process), 'move_deg': args.angle,
                     'move_time_s': args.move_time, 'states_rejected': runner.rejected,
-                    'sample_stride': runner.samples.stride})
+                    'sample_stride': runner.samples.stride, 'run_wall_s': round(wall, 3),
+                    'steps_per_wall_s': round(args.duration * args.rate / wall, 1),
+                    'cpu_percent_of_a_core': cpu})
     if recorder is not None:
         summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
     if args.plot:

@@ -17,9 +17,8 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
@@ -28,14 +27,12 @@ from flexarm_sim.arms import arm_id
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.node import load_arm_model
 from flexarm_sim.precompile import ensure_kernels
-from flexarm_sim.ros.flexstate import decode_state
+from flexarm_sim.ros.flexstate import FlexStateDecoder
+from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from ..controller.config import TABLES
 from ..controller.runtime import ControllerRuntime
-
-LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
-
 
 class ControllerNode(Node):
     def __init__(self, kind, **kw):
@@ -56,16 +53,18 @@ class ControllerNode(Node):
         self._newest = None                    # (z, zd, t, step, stamp, monotonic receive time): timer mode
         self._stale = True
         self._t_last_state = None
-        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', qos)
-        self.pub_stamped = self.create_publisher(JointEffortCommand, '/flexarm/effort_command', qos) \
+        self.decoder = FlexStateDecoder(self.layout)
+        self.writer = CommandWriter(model.n_joints)
+        self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', qos(10))
+        self.pub_stamped = self.create_publisher(JointEffortCommand, '/flexarm/effort_command', qos(10)) \
             if self.lockstep else None
-        self.pub_position = self.create_publisher(Float64MultiArray, '/position_controller/commands', qos) \
+        self.pub_position = self.create_publisher(Float64MultiArray, '/position_controller/commands', qos(10)) \
             if getattr(rt.law, 'servo_in_plant', False) else None
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos)
-        state_qos = QoSProfile(depth=100 if self.lockstep else 1, reliability=ReliabilityPolicy.RELIABLE)
-        self.create_subscription(FlexState, '/flexarm/state', self._on_state, state_qos)
-        self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos)
+        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
+        # states arrive serialized (raw) and are decoded in place (FlexStateDecoder); real time keeps only the newest
+        self.create_subscription(FlexState, '/flexarm/state', self._on_state, qos(100 if self.lockstep else 1),
+                                 raw=True)
+        self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos(10))
         if not self.lockstep:
             self.create_timer(1.0 / rt.rate if not self.params['event_driven'] else self.state_timeout,
                               self._on_timer)
@@ -112,9 +111,9 @@ class ControllerNode(Node):
         self.rt.stop()
 
     # ------------------------------------------------------------------ inputs
-    def _on_state(self, msg):
+    def _on_state(self, data):
         try:
-            st = decode_state(msg, self.layout)
+            st = self.decoder.decode(data)
         except ValueError as e:
             self.rt.states_rejected += 1
             self.rt.last_reject_reason = f'state: {e}'
@@ -125,9 +124,7 @@ class ControllerNode(Node):
         self.rt.hold(st.z, st.t)
         if self.lockstep:
             tau = self.rt.on_state(st.z, st.zd, st.t)
-            cmd = JointEffortCommand(step=st.step + 1, effort=tau.tolist())
-            cmd.header.stamp = msg.header.stamp
-            self.pub_stamped.publish(cmd)
+            self.pub_stamped.publish(self.writer.stamped_bytes(st.step + 1, st.stamp_ns, tau))
             self._publish(tau)
             return
         self._newest = (st.z, st.zd, st.t, st.stamp_ns, time.monotonic())
@@ -148,7 +145,7 @@ class ControllerNode(Node):
         law = self.rt.law
         if self.pub_position is not None:      # the plant's servo is the PD: set-points (angles, rates) first
             self.pub_position.publish(Float64MultiArray(data=law.setpoint.tolist() + law.setpoint_rate.tolist()))
-        self.pub.publish(Float64MultiArray(data=tau.tolist()))
+        self.pub.publish(self.writer.array_bytes(tau))
 
     def _on_timer(self):
         nw = self._newest
@@ -165,13 +162,10 @@ class ControllerNode(Node):
 
     def _publish_diagnostics(self):
         level, message, values = self.rt.diagnostics(self._stale)
-        st = DiagnosticStatus(name=f'flexarm_control/{self.get_name()}', hardware_id=self.model.spec.name,
-                              level=LEVELS[level], message=message)
-        st.values = [KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else str(v))
-                     for k, v in dict(values, arm_id=self.layout.arm_id).items()]
-        arr = DiagnosticArray(status=[st])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self.pub_diag.publish(arr)
+        values = dict(values, arm_id=self.layout.arm_id, states_decoded_fast=self.decoder.fast,
+                      states_decoded_slow=self.decoder.slow)
+        self.pub_diag.publish(diagnostics(f'flexarm_control/{self.get_name()}', self.model.spec.name, level, message,
+                                          values, self.get_clock().now().nanoseconds))
 
 
 def pd_servo():

@@ -6,8 +6,9 @@ line naming the parameter; run-time changes via ``ros2 param set`` are validated
 
 This node declares the parameters, loads the arm, builds the runtime and wires it: subscriptions feed it
 commands, services reset/pause it, and it publishes through the sink below — /joint_states and /flexarm/state from
-one preallocated message each (messages.JointStateBuilder, ros/flexstate.FlexStateEncoder; refilled in place), /flexarm/markers
-as pre-serialized bytes (raw_markers.py), /diagnostics and /clock. Threads and timing: runtime.py.
+serialized messages refilled in place (ros/messages.JointStateEncoder, ros/flexstate.FlexStateEncoder: CDR bytes
+written with numpy, published raw), /flexarm/markers likewise (raw_markers.py), /diagnostics and /clock; commands
+are taken raw and read in place (ros/messages.CommandReader). Threads and timing: runtime.py.
 
 Commands: /effort_controller/commands (std_msgs/Float64MultiArray, N m, arm joint order; ros2_control's
 forward-command convention) and /flexarm/effort_command (flexarm_msgs/JointEffortCommand, stamped: lock-step);
@@ -29,7 +30,6 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -46,16 +46,11 @@ from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
 from ..ros.flexstate import FlexStateEncoder
 from ..ros.parameters import NodeParams, warn_unmatched_params_files
-from . import config, messages
+from ..ros.messages import CommandReader, JointStateEncoder, diagnostics, qos, stamp
+from . import config
 from .outputs import ArmOutputs
-from .raw_markers import MarkerEncoder
+from .raw_markers import MarkerEncoder, markers_from_geometry
 from .runtime import PlantRuntime
-
-
-def qos(depth, reliable=True):
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
-                      reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                      durability=DurabilityPolicy.VOLATILE)
 
 
 def load_arm_model(name: str, param: str = 'arm'):
@@ -82,10 +77,12 @@ class PlantNode(Node):
         self.arm_id = arm_id(path, model.spec.name)
         self.layout = ArmLayout.of(model, self.arm_id)
         frame = self.params['frame_ids.base']
-        self.js_builder = messages.JointStateBuilder(model.spec.joint_names, model.q_index)
+        self.js_encoder = JointStateEncoder(model.spec.joint_names, model.q_index)
+        self.commands = CommandReader(model.n_joints)
+        n = model.n_joints
         self.state_encoder = FlexStateEncoder(self.layout, frame,
                                               ArmOutputs(model, self.params['markers.centerline_points']))
-        z0, zd0, n = rt.core.z, rt.core.zd, model.n_joints
+        z0, zd0 = rt.core.z, rt.core.zd
         self.state_encoder.fill(z0, zd0, np.zeros(n), 0, 0)            # warm up (numba outputs)
         joints, lines, _ = rt.marker_layout()
         self.marker_encoders = {}
@@ -99,8 +96,9 @@ class PlantNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
         self.pub_clock = self.create_publisher(Clock, '/clock', qos(10)) if self.mode != 'realtime' else None
         self._clock_msg = Clock()
-        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10))
-        self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, qos(100))
+        # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader)
+        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10), raw=True)
+        self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, qos(100), raw=True)
         if rt.core.servo is not None:
             self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position, qos(10))
         self.create_service(SetState, '/flexarm/reset', self._on_reset)
@@ -130,14 +128,14 @@ class PlantNode(Node):
 
     # ------------------------------------------------------------------ the runtime's sink
     def joint_state(self, z, zd, tau, t_ns):
-        self.pub_js.publish(self.js_builder.fill(z, zd, tau, t_ns))
+        self.pub_js.publish(self.js_encoder.fill(z, zd, tau, t_ns))
 
     def state(self, z, zd, tau, step, t_ns):
         self.pub_state.publish(self.state_encoder.fill(z, zd, tau, step, t_ns))
 
     def clock(self, t_ns):
         if self.pub_clock is not None:
-            self._clock_msg.clock = messages.stamp(t_ns)
+            self._clock_msg.clock = stamp(t_ns)
             self.pub_clock.publish(self._clock_msg)
 
     def markers(self, joints, lines, tip, trail, t_ns):
@@ -145,12 +143,12 @@ class PlantNode(Node):
         if enc is not None:
             self.pub_markers.publish(enc.encode(joints, lines, tip, trail, t_ns))
         else:                                     # layout not located (should not happen): build the message
-            self.pub_markers.publish(messages.markers_from_geometry(joints, lines, tip, trail, t_ns, self.frame_id))
+            self.pub_markers.publish(markers_from_geometry(joints, lines, tip, trail, t_ns, self.frame_id))
 
     def diagnostics(self, level, message, values):
         values = dict(values, arm_id=self.arm_id)
-        self.pub_diag.publish(messages.diagnostics('flexarm plant', self.model.spec.name, level, message, values,
-                                                   self.get_clock().now().nanoseconds))
+        self.pub_diag.publish(diagnostics('flexarm plant', self.model.spec.name, level, message, values,
+                                          self.get_clock().now().nanoseconds))
 
     def log(self, level, message):
         lg = self.get_logger()          # one call site per severity (rclpy ties a severity to its call site)
@@ -168,13 +166,13 @@ class PlantNode(Node):
             self.get_logger().warning(f'rejected {what}: {reason} (previous command kept; '
                                       f'{g.rejected + ib.rejected + self.rt.n_position_rejected} rejected so far)')
 
-    def _on_command(self, msg):
-        ok, reason = self.rt.submit_effort(msg.data)
+    def _on_command(self, data):
+        ok, reason = self.rt.submit_effort(self.commands.values(data))
         if not ok:
             self._rejected('effort command', reason)
 
-    def _on_stamped(self, msg):
-        ok, reason = self.rt.submit_stamped(msg.step, messages.stamp_ns(msg.header.stamp), msg.effort)
+    def _on_stamped(self, data):
+        ok, reason = self.rt.submit_stamped(*self.commands.stamped_command(data))
         if not ok:
             self._rejected('stamped effort command', reason)
 

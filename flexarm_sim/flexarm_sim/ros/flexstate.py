@@ -1,10 +1,12 @@
 """The one FlexState codec: arrays of an ArmLayout <-> flexarm_msgs/FlexState.
 
-Encoding (the plant; the hardware bridge, joints only): `FlexStateEncoder` refills one preallocated message in
-place — array fields by buffer assignment, the end-effector and energy outputs from one numba call
-(outputs.state_outputs) — about 10x cheaper than building a message per state; publish before the next fill.
+Encoding (the plant; the hardware bridge, joints only): `FlexStateEncoder` writes the serialized message (CDR
+bytes, cdr.py) in place — the end-effector and energy outputs from one numba call (outputs.state_outputs) — and
+the node publishes the bytes (no per-field conversion inside rclpy).
 
-Decoding (controllers, state estimator, flex_joint_states, the runner): `decode_state(msg, layout)` with one
+Decoding (controllers, state estimator, flex_joint_states, the runner): `decode_state(msg, layout)` (a message
+object) or `FlexStateDecoder(layout).decode(bytes)` (raw subscriptions; the same rule, read at the learnt offsets
+once a message of the arm's shape has been accepted), with one
 tolerance rule: the state must be of this arm (a non-empty arm_id equal to the layout's; joint names, when
 given, the layout's — in another order they are matched by name), every value finite, one position and velocity per joint; its links are
 matched by name and each flexible link must bring exactly its modal coordinates and rates — except a state with
@@ -13,92 +15,68 @@ no link entries at all (the hardware bridge measures joints only), which decodes
 """
 from __future__ import annotations
 
-import array
+import dataclasses
 import math
+import struct
 from dataclasses import dataclass
 
 import numpy as np
-from geometry_msgs.msg import Point, Pose, Quaternion, Twist, Vector3
 
-from flexarm_msgs.msg import FlexState, LinkDeflection
+from flexarm_msgs.msg import FlexState
+
+from rclpy.serialization import deserialize_message
 
 from ..plant.outputs import EE_P, EE_Q, EE_RIGID, EE_V, EE_W, EN_EL, EN_GR, EN_KIN, StateOutputs
+from .cdr import flex_state_layout
 
-
-def _f64_view(arr):
-    """Writable float64 numpy view of an array.array('d') message field (same memory: no copy per message)."""
-    return np.frombuffer(arr, dtype=np.float64)
-
-
-def _zeros(n):
-    return array.array('d', bytes(8 * n))
+_STAMP = struct.Struct('<iI')
+_U64 = struct.Struct('<Q')
 
 
 class FlexStateEncoder:
+    """Serialized FlexStates of one arm: a CDR template (cdr.flex_state_layout) refilled in place; `fill` returns
+    the bytes to publish (Publisher.publish(bytes))."""
+
     def __init__(self, layout, frame_id: str, outputs=None):
         """outputs: the plant's ArmOutputs (links' tip deflections, end effector, energies), or None for a state
-        of joints only."""
-        n = layout.n_joints
+        of joints only (the hardware bridge)."""
         self.layout = layout
         self.qi = np.asarray(layout.q_index)
         self.calc = StateOutputs(outputs.model) if outputs is not None else None
-        self.msg = msg = FlexState()
-        msg.header.frame_id = frame_id
-        msg.arm_id = layout.arm_id
-        msg.joint_names = list(layout.joint_names)
-        msg.position, msg.velocity, msg.effort = _zeros(n), _zeros(n), _zeros(n)
-        self._q, self._qd, self._tau = _f64_view(msg.position), _f64_view(msg.velocity), _f64_view(msg.effort)
-        self._links = []
-        lds = []
-        for info in (outputs.links if outputs is not None else ()):
-            ld = LinkDeflection()
-            ld.link_name = info.name
-            ld.mode_plane = info.planes
-            ld.frequencies = info.freqs_hz
-            ld.mode_tip_displacement = info.mode_tip_displacement
-            ld.modal_position, ld.modal_velocity = _zeros(info.n_modes), _zeros(info.n_modes)
-            ld.tip_deflection = Vector3(check_fields=False)
-            ld.tip_rotation = Vector3(check_fields=False)
-            lds.append(ld)
-            self._links.append((info, ld, _f64_view(ld.modal_position), _f64_view(ld.modal_velocity),
-                                ld.tip_deflection, ld.tip_rotation))
-        msg.links = lds
-        pose = Pose(check_fields=False)
-        pose.position, pose.orientation = Point(check_fields=False), Quaternion(check_fields=False)
-        pose.orientation.w = 1.0
-        tw = Twist(check_fields=False)
-        tw.linear, tw.angular = Vector3(check_fields=False), Vector3(check_fields=False)
-        msg.end_effector_pose, msg.end_effector_twist = pose, tw
-        msg.end_effector_rigid_position = Point(check_fields=False)
-        self._pos, self._ori = pose.position, pose.orientation
-        self._lin, self._ang, self._rig = tw.linear, tw.angular, msg.end_effector_rigid_position
-        self._stamp = msg.header.stamp
+        infos = list(outputs.links) if outputs is not None else []
+        self.cdr = cdr = flex_state_layout(layout, frame_id, [(i.name, i.planes, i.freqs_hz, i.mode_tip_displacement)
+                                                              for i in infos])
+        self._q, self._qd, self._tau = cdr.view('position'), cdr.view('velocity'), cdr.view('effort')
+        self._step = cdr.view('step')
+        self._sec, self._nsec = cdr.view('stamp.sec'), cdr.view('stamp.nanosec')
+        self._links = [(info, cdr.view(f'links[{k}].modal_position'), cdr.view(f'links[{k}].modal_velocity'),
+                        cdr.view(f'links[{k}].tip_deflection'), cdr.view(f'links[{k}].tip_rotation'),
+                        cdr.view(f'links[{k}].elastic_energy')) for k, info in enumerate(infos)]
+        self._pose, self._twist = cdr.view('end_effector_pose'), cdr.view('end_effector_twist')
+        self._rigid, self._energies = cdr.view('end_effector_rigid_position'), cdr.view('energies')
 
-    def fill(self, z, zd, tau, step: int, t_ns: int) -> FlexState:
-        msg = self.msg
-        t_ns = int(t_ns)
-        self._stamp.sec, self._stamp.nanosec = t_ns // 1_000_000_000, t_ns % 1_000_000_000
-        msg.step = int(step)
+    def fill(self, z, zd, tau, step: int, t_ns: int) -> bytes:
+        self._sec[0], self._nsec[0] = divmod(int(t_ns), 1_000_000_000)
+        self._step[0] = step
         self._q[:] = z[self.qi]
         self._qd[:] = zd[self.qi]
         self._tau[:] = tau
-        for info, ld, mp, mv, td, tr in self._links:
+        for info, mp, mv, td, tr, e in self._links:
             dl = z[info.slice]
             mp[:] = dl
             mv[:] = zd[info.slice]
-            td.x, td.y, td.z = (info.phi_tip @ dl).tolist()
-            tr.x, tr.y, tr.z = (info.theta_tip @ dl).tolist()
-            ld.elastic_energy = 0.5 * float(dl @ info.stiffness @ dl)
+            td[:] = info.phi_tip @ dl
+            tr[:] = info.theta_tip @ dl
+            e[0] = 0.5 * float(dl @ info.stiffness @ dl)
         if self.calc is not None:
-            o = self.calc.compute(z, zd).tolist()
-            p, q, v, w, r = self._pos, self._ori, self._lin, self._ang, self._rig
-            p.x, p.y, p.z = o[EE_P:EE_P + 3]
-            q.x, q.y, q.z, q.w = o[EE_Q:EE_Q + 4]
-            v.x, v.y, v.z = o[EE_V:EE_V + 3]
-            w.x, w.y, w.z = o[EE_W:EE_W + 3]
-            r.x, r.y, r.z = o[EE_RIGID:EE_RIGID + 3]
-            msg.kinetic_energy, msg.elastic_energy, msg.gravity_energy = o[EN_KIN], o[EN_EL], o[EN_GR]
-        return msg
+            o = self.calc.compute(z, zd)
+            self._pose[:3] = o[EE_P:EE_P + 3]
+            self._pose[3:] = o[EE_Q:EE_Q + 4]
+            self._twist[:3] = o[EE_V:EE_V + 3]
+            self._twist[3:] = o[EE_W:EE_W + 3]
+            self._rigid[:] = o[EE_RIGID:EE_RIGID + 3]
+            self._energies[:] = (o[EN_KIN], o[EN_EL], o[EN_GR])
+        return bytes(self.cdr.buf)
 
 
 @dataclass
@@ -110,6 +88,8 @@ class DecodedState:
     stamp_ns: int
     step: int
     has_modes: bool          # False: joints only (modal coordinates set to zero)
+    tip: np.ndarray = None   # (3,) end_effector_pose.position (m)
+    rigid_tip: np.ndarray = None   # (3,) end_effector_rigid_position (m)
 
 
 def stamp_seconds(stamp) -> float:
@@ -158,4 +138,80 @@ def decode_state(msg, layout) -> DecodedState:
     t = stamp_seconds(st)
     if not math.isfinite(t):
         raise ValueError('bad stamp')
-    return DecodedState(z, zd, tau, t, int(st.sec) * 1_000_000_000 + int(st.nanosec), int(msg.step), has_modes)
+    p, r = msg.end_effector_pose.position, msg.end_effector_rigid_position
+    return DecodedState(z, zd, tau, t, int(st.sec) * 1_000_000_000 + int(st.nanosec), int(msg.step), has_modes,
+                        np.array([p.x, p.y, p.z]), np.array([r.x, r.y, r.z]))
+
+
+class FlexStateDecoder:
+    """decode_state for serialized FlexStates (raw subscriptions): the first message of a fitting shape is decoded
+    the slow way (rclpy deserialization + decode_state's rule) and its layout learnt; later messages with the same
+    fixed bytes (sizes, names, arm_id, frame) are read with numpy at the learnt offsets (the same values, ~20x
+    faster); any other message takes the slow path again."""
+
+    def __init__(self, layout):
+        self.layout = layout
+        self.cdr = None
+        self.fast = 0
+        self.slow = 0
+
+    def decode(self, data) -> DecodedState:
+        cdr = self.cdr
+        if cdr is not None and cdr.matches(data):
+            self.fast += 1
+            # every float64 of the message is 8-byte aligned from the CDR origin (offset 4): one view, one gather
+            f64 = np.frombuffer(data, dtype='<f8', count=self._n64, offset=4)
+            z, zd = f64[self._iz], f64[self._izd]
+            if self._zero_modes is not None:            # joints only: modal coordinates zero
+                z[self._zero_modes] = 0.0
+                zd[self._zero_modes] = 0.0
+            tau, ee = f64[self._itau], f64[self._iee]
+            if not (np.all(np.isfinite(z)) and np.all(np.isfinite(zd))):
+                raise ValueError('non-finite value')
+            if not np.all(np.isfinite(tau)):
+                raise ValueError('non-finite effort')
+            sec, nsec = _STAMP.unpack_from(data, 4)
+            return DecodedState(z, zd, tau, sec + 1e-9 * nsec, sec * 1_000_000_000 + nsec,
+                                _U64.unpack_from(data, self._step_off)[0], bool(self._flex), ee[:3], ee[3:])
+        self.slow += 1
+        msg = deserialize_message(bytes(data), FlexState)
+        st = decode_state(msg, self.layout)
+        self._learn(msg)
+        return st
+
+    def _learn(self, msg):
+        """Remember the layout of a message decode_state accepted, if the fast path can read it (arm order)."""
+        lay = self.layout
+        if tuple(msg.joint_names) != tuple(lay.joint_names) or len(msg.effort) != lay.n_joints:
+            return
+        flex = lay.flexible_links if len(msg.links) else ()         # no links at all: joints only
+        if [lk.link_name for lk in msg.links] != [lk.name for lk in flex]:
+            return
+        if any(len(m.frequencies) != lk.n_modes or len(m.mode_tip_displacement) != lk.n_modes
+               or len(m.mode_plane) != lk.n_modes for m, lk in zip(msg.links, flex)):
+            return
+        self._flex = flex
+        cdr = flex_state_layout(lay if msg.arm_id == lay.arm_id else _with_arm_id(lay, msg.arm_id),
+                                msg.header.frame_id,
+                                [(m.link_name, list(m.mode_plane), list(m.frequencies),
+                                  list(m.mode_tip_displacement)) for m in msg.links])
+
+        def idx(name):              # indices of a field's float64s in the message seen as float64 from offset 4
+            o, n, _ = cdr.fields[name]
+            assert (o - 4) % 8 == 0
+            return np.arange(n) + (o - 4) // 8
+        self._n64 = (cdr.size - 4) // 8
+        iz, izd = np.zeros(lay.n_coords, np.int64), np.zeros(lay.n_coords, np.int64)
+        iz[lay.q_index], izd[lay.q_index] = idx('position'), idx('velocity')
+        for k, lk in enumerate(flex):
+            iz[lk.modes], izd[lk.modes] = idx(f'links[{k}].modal_position'), idx(f'links[{k}].modal_velocity')
+        self._iz, self._izd, self._itau = iz, izd, idx('effort')
+        self._iee = np.concatenate([idx('end_effector_pose')[:3], idx('end_effector_rigid_position')])
+        self._zero_modes = lay.mode_index if (not flex and lay.n_modes) else None
+        self._step_off = cdr.fields['step'][0]
+        self.cdr = cdr
+
+
+def _with_arm_id(layout, arm_id):
+    """The layout as a message of a sender that leaves arm_id empty carries it (fast-path template only)."""
+    return dataclasses.replace(layout, arm_id=arm_id)
