@@ -199,11 +199,13 @@ class RunnerNode:
         self.samples = Samples(layout.n_joints, layout.n_modes)
         self.rejected = 0
         self.last_step = 0
+        self.stride = 0               # plant steps between states (loop rate / control rate), set by the runner
         self.last_reject = ''
         self.plant_diag = {}
         self.controller_diag = {}
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.decoder = FlexStateDecoder(layout)
+        self.step_gaps = 0            # states missed (step numbers skipped within a reset segment)
         node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos, raw=True)
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos)
@@ -218,6 +220,8 @@ class RunnerNode:
         row = np.concatenate([[st.t], st.z[self.layout.q_index], st.tau, st.tip, st.rigid_tip,
                               st.z[self.layout.mode_index], [st.step]])
         with self.lock:
+            if self.stride and st.step - self.last_step > self.stride and self.last_step:
+                self.step_gaps += 1
             self.samples.add(row[:-1])
             self.last_step = st.step
 
@@ -402,8 +406,9 @@ def run(args):
 
 def _run(args, progress, tmpdir):
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
+
+    from flexarm_sim.ros.node_main import default_executor
 
     from flexarm_sim.arms import arm_id, resolve_arm
     from flexarm_sim.model import load_model
@@ -427,7 +432,8 @@ def _run(args, progress, tmpdir):
         node = rclpy.create_node('flexarm_runner')
         nodes.append(node)
         runner = RunnerNode(node, layout)
-        executors.append(SingleThreadedExecutor())
+        runner.stride = int(round(args.rate / args.control_rate))
+        executors.append(default_executor()())
         executors[0].add_node(node)
         if args.record:
             from flexarm_bringup.recorder import Recorder
@@ -441,7 +447,7 @@ def _run(args, progress, tmpdir):
             composed = _compose(specs, tmpdir)
             nodes.extend(composed)
             for n in composed:
-                executors.append(SingleThreadedExecutor())
+                executors.append(default_executor()())
                 executors[-1].add_node(n)
         else:
             env = dict(os.environ)
@@ -597,6 +603,7 @@ def _drive(args, model, runner, procs, recorder, progress):
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
                     'single_process': bool(args.single_process), 'move_deg': args.angle,
                     'move_time_s': args.move_time, 'states_rejected': runner.rejected,
+                    'state_gaps_seen': runner.step_gaps,
                     'sample_stride': runner.samples.stride, 'run_wall_s': round(wall, 3),
                     'steps_per_wall_s': round(args.duration * args.rate / wall, 1),
                     'cpu_percent_of_a_core': cpu})

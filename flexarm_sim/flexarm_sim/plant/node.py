@@ -18,7 +18,7 @@ with a throttled warning and the previous command stays in force (commands.py).
 Services: /flexarm/reset (flexarm_msgs/srv/SetState: the initial state, or a given state within the joint limits
 and the divergence bounds; restarts at step 0, recovers from divergence); /flexarm/pause (std_srvs/srv/SetBool).
 
-QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10, /flexarm/markers 5, /diagnostics 10,
+QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10 (lockstep 500), /flexarm/markers 5, /diagnostics 10,
 /clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
 /flexarm/effort_command 100.
 """
@@ -91,7 +91,9 @@ class PlantNode(Node):
         self.mode = rt.mode
 
         self.pub_js = self.create_publisher(JointState, '/joint_states', qos(10))
-        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', qos(10))
+        # lock-step runs as fast as its controller answers: a deeper history lets observers (recorders, the runner)
+        # lag a few hundred states without losing one
+        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', qos(500 if self.mode == 'lockstep' else 10))
         self.pub_markers = self.create_publisher(MarkerArray, '/flexarm/markers', qos(5))
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
         self.pub_clock = self.create_publisher(Clock, '/clock', qos(10)) if self.mode != 'realtime' else None

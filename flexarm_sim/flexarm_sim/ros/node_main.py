@@ -54,6 +54,14 @@ class _Signals:
             signal.signal(s, self.handler)
 
 
+def default_executor():
+    """rclpy's SingleThreadedExecutor for the nodes' services, parameters, timers and cold topics. (rclpy's
+    experimental EventsExecutor is 3x cheaper per callback but deadlocks when another thread publishes while it spins
+    — verified; the plant's loop thread publishes — so the hot topics are served by ros/hotpath.py instead.)"""
+    from rclpy.executors import SingleThreadedExecutor
+    return SingleThreadedExecutor
+
+
 def _resolve(factory):
     if isinstance(factory, str):
         import importlib
@@ -72,12 +80,11 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
     rclpy = None
     try:
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
         factory = _resolve(factory)
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         node = factory()
-        executor = (executor_factory or SingleThreadedExecutor)()
+        executor = (executor_factory or default_executor())()
         executor.add_node(node)
         start = getattr(node, 'start', None)
         if start is not None:
