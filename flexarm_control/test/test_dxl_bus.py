@@ -397,3 +397,97 @@ def test_emulator_counts_bad_instruction_packets(emu):
         assert emu.stats["packets_received"] == 1 and emu.stats["packets_served"] == 1
     finally:
         ser.close()
+
+
+# --- reply matching, late replies, blocking reads, the emulator's real-time plant --------------------
+def _counting_emulator():
+    """Emulator whose Present Position encodes how many SYNC_READs it has handled (1 rad each): a state
+    reply names the request it answers."""
+    made = []
+
+    def plant(dt, goals, torque_enabled):
+        n = len(goals.ids)
+        count = made[0].instruction_counts.get("SYNC_READ", 0) if made else 0
+        return np.full(n, float(count)), np.zeros(n), np.zeros(n)
+
+    made.append(ServoEmulator([1, 2], plant=plant))
+    return made[0]
+
+
+def test_late_replies_are_never_taken_as_later_answers():
+    """The emulator stalls (a descheduled process / a servo answering late): its replies arrive after the
+    bridge stopped waiting, while a later request waits. They are skipped (barrier + strict matching):
+    a state reply is never read as a ping answer (the reported 'servo model mismatch {1: 3233}'), and a
+    reading always answers the request that asked for it. Stall 1.0 s vs timeout 0.6 s: 0.4 s margins."""
+    emu = _counting_emulator()
+    js = [JointServoConfig("a", 1, torque_constant=KT), JointServoConfig("b", 2, torque_constant=KT)]
+    bus = ServoBus(ServoBusConfig(emu.port_name, 1000000, js, read_timeout=0.6, hw_status_period=0))
+    try:
+        bus.open()
+        r = bus.read_state()
+        assert r.ok and r.position == pytest.approx([1.0, 1.0], abs=0.01)
+        # a state read that times out, then a ping while its replies are still to come
+        emu.stall(1.0)
+        assert not bus.read_state().ok
+        models = bus.ping_all()
+        assert all(m in (None, 1020) for m in models.values()), models
+        assert wait_for(lambda: bus.ping_all() == {1: 1020, 2: 1020}, timeout=10.0)
+        # a state read that times out, then another state read while the first one's replies are to come
+        emu.stall(1.0)
+        assert not bus.read_state().ok
+        for _ in range(20):
+            r = bus.read_state()
+            if r.ok:
+                break
+        assert r.ok, r.error
+        newest = emu.instruction_counts["SYNC_READ"]
+        assert r.position == pytest.approx([newest, newest], abs=0.01)   # not the timed-out request's reply
+        print("\nlate replies skipped: %d, barriers answered: %d" % (bus.counters.stale_replies, bus.counters.resyncs))
+        assert bus.counters.resyncs >= 2
+    finally:
+        bus.close()
+        emu.close()
+
+
+def test_waiting_for_a_reply_does_not_busy_poll(emu):
+    """The SDK opens the port with timeout=0 and polls in a loop; the bus blocks in select instead, so a
+    reply timeout costs (almost) no CPU of the waiting thread - the CPU the servo emulator needs."""
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=0.3))
+    b.open()
+    try:
+        assert b.read_state().ok
+        emu.set_silent(True)
+        t0, c0 = time.monotonic(), time.thread_time()
+        assert not b.read_state().ok
+        wall, cpu = time.monotonic() - t0, time.thread_time() - c0
+        print("\nreply timeout: %.0f ms wall, %.1f ms CPU of the waiting thread" % (1e3 * wall, 1e3 * cpu))
+        assert wall >= 0.3 and cpu < 0.3 * wall
+    finally:
+        b.close()
+
+
+def test_emulator_plant_runs_in_real_time_while_idle():
+    """A real servo moves whether or not it is asked: the emulator advances its plant every plant_period
+    while idle, so the request after a long gap does not integrate the whole gap (1 s took ~40 ms, more
+    than the SDK's ~35 ms reply timeout: the first ping after a bridge start or a 1 s back-off failed)."""
+    calls = []
+
+    def plant(dt, goals, torque_enabled):
+        calls.append(dt)
+        n = len(goals.ids)
+        return np.zeros(n), np.zeros(n), np.zeros(n)
+
+    e = ServoEmulator([1], plant=plant, plant_period=0.01)
+    try:
+        t0 = time.monotonic()
+        time.sleep(1.0)
+        b = ServoBus(ServoBusConfig(e.port_name, 1000000, joints((1,)), read_timeout=0.5))
+        b.open()
+        assert b.ping_all() == {1: 1020}
+        b.close()
+        elapsed = time.monotonic() - t0
+        print("\nidle 1 s: %d plant calls, largest step %.1f ms" % (len(calls), 1e3 * max(calls)))
+        assert max(calls) < 0.25                      # never the whole idle second at once
+        assert sum(calls) == pytest.approx(elapsed, abs=0.3)   # and no time lost
+    finally:
+        e.close()

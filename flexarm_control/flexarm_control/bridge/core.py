@@ -9,13 +9,24 @@ States::
 
     RECONNECTING --(port open, all servos ping, no hardware error, configured, one good read)--> DISABLED
     DISABLED --~/enable--> ENABLED --~/disable or watchdog (torque_off)--> DISABLED
-    any --(failed read: timeout / CRC / lost port; hardware error bit; failed write)--> FAULT
+    any --(read-error policy below; lost port; hardware error bit; failed write)--> FAULT
     FAULT: torque off on every servo that answers, then after the back-off delay --> RECONNECTING
+
+Read-error policy: one failed read (reply timeout, bad CRC, truncated or stale reply) is not a fault.
+The cycle publishes nothing and writes nothing (the servos keep the previous goal for that cycle),
+the error is counted (``read_failures``/``crc_errors``, ``read_errors_tolerated`` in /diagnostics),
+and the next read starts with a bus re-synchronisation (servo_bus.py). A FAULT follows when either
+
+* ``fault_after_errors`` reads fail in a row (default 3: at 250 Hz and the SDK's ~35 ms reply
+  timeout, about 0.1-0.2 s without a valid reading), or
+* ``fault_window.errors`` reads fail within any ``fault_window.period`` seconds (default 10 in 1 s:
+  a bus that keeps losing replies, even if never three in a row).
 
 * The bridge starts in RECONNECTING (first attempt at once) and ends every recovery in DISABLED:
   torque is never switched on except by ``~/enable``.
-* Reconnect attempts are spaced ``initial_delay * multiplier**k`` (capped at ``max_delay``) after
-  the k-th consecutive failure. A servo with a Hardware Error Status makes the attempt fail until
+* Reconnect attempts are spaced ``initial_delay * multiplier**k`` (capped at ``max_delay``, default
+  1 s, so the bridge reconnects within about 1 s of the servos answering again) after the k-th
+  consecutive failure. A servo with a Hardware Error Status makes the attempt fail until
   it is rebooted (``~/reboot`` service / power cycle); the firmware keeps its torque off meanwhile.
 * Readings: only complete, CRC-checked readings (``JointReading.ok``) are returned for publication,
   each exactly once; a failed cycle returns nothing (the joint state simply pauses).
@@ -45,6 +56,7 @@ import math
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
@@ -196,6 +208,10 @@ class BridgeCore:
         self.action = config['watchdog_action']
         self.kp, self.kd = config['hold_gains.kp'], config['hold_gains.kd']
         self.fault_after = config['fault_after_errors']
+        self.window_errors = config['fault_window.errors']
+        self.window_period = config['fault_window.period']
+        self._error_times: deque = deque()
+        self.read_errors_tolerated = 0
         self.max_attempts = config['reconnect.max_attempts']
 
         self.state = RECONNECTING
@@ -222,6 +238,7 @@ class BridgeCore:
         self.last_command = np.zeros(self.n)
         self.stats = CycleStats()
         self._requests: 'queue.Queue[Request]' = queue.Queue()
+        self._shut_down = False
         self._seq_seen = (0, 0)
 
     # ------------------------------------------------------------------ inputs (any thread)
@@ -232,11 +249,19 @@ class BridgeCore:
         return self.position_gate.submit(values, self.clock() if now is None else now)
 
     def request(self, kind: str, timeout: float = 5.0) -> Request:
-        """Post 'enable' | 'disable' | 'reboot' to the cycle thread and wait for the outcome."""
+        """Post 'enable' | 'disable' | 'reboot' to the cycle thread and wait for the outcome
+        (refused at once once :meth:`shutdown` has run)."""
         req = Request(kind)
+        if self._shut_down:
+            req.success, req.message = False, f'{kind}: the bridge is shutting down'
+            return req
         self._requests.put(req)
-        if not req.done.wait(timeout):
-            req.success, req.message = False, f'{kind}: no answer from the bridge loop within {timeout:g} s'
+        deadline = time.monotonic() + timeout
+        while not req.done.wait(0.05):
+            if self._shut_down or time.monotonic() >= deadline:
+                req.success, req.message = False, (f'{kind}: the bridge is shutting down' if self._shut_down else
+                                                   f'{kind}: no answer from the bridge loop within {timeout:g} s')
+                break
         return req
 
     @property
@@ -264,10 +289,7 @@ class BridgeCore:
             self._fault(f'port lost: {e}', now)
             return None
         if not reading.ok:
-            self.consecutive_errors += 1
-            self.skipped_reads += 1
-            if self.consecutive_errors >= self.fault_after:
-                self._fault(f'read failed: {reading.error}', now)
+            self._read_error(reading, now)
             return None
         self.consecutive_errors = 0
         if reading.alert:
@@ -289,6 +311,26 @@ class BridgeCore:
                 self._fault('sync write failed', now)
         self.stats.record(now, time.perf_counter() - t0, time.process_time() - c0)
         return self._fresh(reading)
+
+    def _read_error(self, reading: JointReading, now: float):
+        """Apply the read-error policy (module docstring) to one failed read."""
+        self.consecutive_errors += 1
+        self.skipped_reads += 1
+        self._error_times.append(now)
+        times = self._errors_within_window(now)
+        if self.consecutive_errors >= self.fault_after:
+            self._fault(f'read failed {self.consecutive_errors} time(s) in a row: {reading.error}'
+                        if self.fault_after > 1 else f'read failed: {reading.error}', now)
+        elif self.window_errors and len(times) >= self.window_errors:
+            self._fault(f'{len(times)} failed reads within {self.window_period:g} s (last: {reading.error})', now)
+        else:
+            self.read_errors_tolerated += 1
+
+    def _errors_within_window(self, now: float) -> deque:
+        times = self._error_times
+        while times and times[0] <= now - self.window_period:
+            times.popleft()
+        return times
 
     def _fresh(self, reading: JointReading) -> Optional[JointReading]:
         """Each reading is handed out once, with a strictly increasing stamp."""
@@ -432,6 +474,7 @@ class BridgeCore:
         self.connected_once = True
         self.failed_attempts = 0
         self.consecutive_errors = 0
+        self._error_times.clear()
         self.last_attempt_error = ''
         self.last_stamp = max(self.last_stamp, r.stamp)   # the probe read is not published
         self.log('info', f'connected to {len(bus.ids)} servo(s) on {bus.config.port}; torque off (call ~/enable)')
@@ -529,7 +572,12 @@ class BridgeCore:
             'write_failures': c.write_failures,
             'port_errors': c.port_errors,
             'hardware_alerts': c.hw_alerts,
+            'stale_replies': c.stale_replies,
+            'bus_resyncs': c.resyncs,
             'skipped_reads': self.skipped_reads,
+            'read_errors_tolerated': self.read_errors_tolerated,
+            'consecutive_read_errors': self.consecutive_errors,
+            'read_errors_in_window': sum(1 for t in list(self._error_times) if t > now - self.window_period),
             'readings_published': self.readings_published,
             'commands_accepted': self.effort_gate.accepted + self.position_gate.accepted,
             'commands_rejected': self.commands_rejected,
@@ -587,7 +635,11 @@ class BridgeCore:
         return out
 
     def shutdown(self):
-        """Torque off and close (called once, from the loop thread or after it stopped)."""
+        """Torque off and close the port; refuse further requests. From the thread that runs cycle()
+        (or after it ended); a second call does nothing."""
+        if self._shut_down:
+            return
+        self._shut_down = True
         try:
             if self.bus.is_open:
                 self.bus.disable()
@@ -596,3 +648,10 @@ class BridgeCore:
         finally:
             self.bus.close()
         self.state = DISABLED
+        while True:                       # requests nobody will serve any more
+            try:
+                req = self._requests.get_nowait()
+            except queue.Empty:
+                break
+            req.success, req.message = False, f'{req.kind}: the bridge is shutting down'
+            req.done.set()
