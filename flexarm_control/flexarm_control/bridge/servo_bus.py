@@ -382,11 +382,13 @@ class ServoBus:
                 return rx, res
             self.counters.stale_replies += 1
 
-    def _resync(self) -> bool:
+    def _resync(self) -> int:
         """Barrier: a READ whose reply length nothing else uses; everything before its reply is dropped.
 
-        Tried on each servo in turn (a missing servo must not hide the others); False if none answered.
+        Tried on each servo in turn (a missing servo must not hide the others). Returns COMM_SUCCESS,
+        or the failure of the last try (COMM_RX_TIMEOUT: nobody answered; COMM_RX_CORRUPT: bad replies).
         """
+        res = COMM_RX_TIMEOUT
         for sid in self.ids:
             n = BARRIER_LENGTHS[self._barrier_k % len(BARRIER_LENGTHS)]
             self._barrier_k += 1
@@ -403,15 +405,17 @@ class ServoBus:
                 if rx[_ID] == sid and len(rx) - _STATUS_OVERHEAD == n:
                     self._desync = False
                     self.counters.resyncs += 1
-                    return True
+                    return COMM_SUCCESS
                 self.counters.stale_replies += 1
-        return False
+        return res
 
     def _exchange(self, sid: int, instruction: int, params: Sequence[int], n_params: int, what: str):
         """One request -> status exchange: (reply parameters or None, COMM result, status error byte)."""
         try:
-            if self._desync and not self._resync():
-                return None, COMM_RX_TIMEOUT, 0
+            if self._desync:
+                res = self._resync()
+                if res != COMM_SUCCESS:
+                    return None, res, 0
             res = self._send(sid, instruction, params)
             if res != COMM_SUCCESS:
                 self.port.is_using = False
@@ -538,7 +542,7 @@ class ServoBus:
         try:
             self._send(BROADCAST_ID, INST_WRITE, (a & 0xFF, a >> 8, 0))
             self.port.is_using = False
-            if self._desync and not self._resync():
+            if self._desync and self._resync() != COMM_SUCCESS:
                 return {i: "no answer (broadcast torque off sent, not confirmed)" for i in self.ids}
         except _PORT_EXC as exc:
             self.counters.port_errors += 1
@@ -590,8 +594,11 @@ class ServoBus:
         blocks: Dict[int, bytes] = {}
         status_errors: Dict[int, int] = {}
         try:
-            if self._desync and not self._resync():
-                return blocks, status_errors, (self.ids[0], COMM_RX_TIMEOUT, "timeout (no servo answered)")
+            if self._desync:
+                res = self._resync()
+                if res != COMM_SUCCESS:
+                    return blocks, status_errors, (self.ids[0], res, "no valid reply to the re-sync read: " + (
+                        "corrupt reply (CRC/truncated)" if res == COMM_RX_CORRUPT else "timeout"))
             res = group.txPacket()
             if res != COMM_SUCCESS:
                 self.port.is_using = False
