@@ -223,7 +223,8 @@ class BridgeCore:
         self.fault_count = 0
         self.fault_time = -math.inf
         self.torque_off_failed: Dict[int, str] = {}
-        self.failed_attempts = 0
+        self.failed_attempts = 0          # since the last fault / success (drives the back-off)
+        self.failed_attempts_total = 0
         self.next_attempt = -math.inf     # first attempt at once
         self.last_attempt_error = ''
         self.gave_up = False
@@ -455,6 +456,7 @@ class BridgeCore:
                 raise BusError('hardware alert in first read')
         except BusError as e:
             self.failed_attempts += 1
+            self.failed_attempts_total += 1
             self.last_attempt_error = str(e)
             try:
                 bus.close()
@@ -591,6 +593,7 @@ class BridgeCore:
             'torque_off_unconfirmed': ' '.join(map(str, sorted(self.torque_off_failed))),
             'reconnects': self.reconnects,
             'reconnect_failed_attempts': self.failed_attempts,
+            'reconnect_failed_attempts_total': self.failed_attempts_total,
             'reconnect_last_error': self.last_attempt_error,
             'reconnect_next_in_s': round(max(0.0, self.next_attempt - now), 3)
             if self.state in (FAULT, RECONNECTING) and not self.gave_up else -1.0,
