@@ -271,6 +271,9 @@ class ServoEmulator:
             "corrupted_sent": 0, "write_refused": 0, "tx_dropped_bytes": 0,
         }
         self.instruction_counts: Dict[str, int] = {}
+        # how late the serving thread woke from an idle wait (the process was not scheduled) and the longest
+        # time from reading a request to writing its replies, s: evidence when a client sees reply timeouts
+        self.timing: Dict[str, float] = {"max_wakeup_late": 0.0, "max_handling": 0.0}
         self._master: Optional[int] = None
         self._slave: Optional[int] = None
         self._pts_name = ""
@@ -468,11 +471,16 @@ class ServoEmulator:
                 self._closed_evt.set()
             master = self._master
             fds = [self._wake_r] + ([master] if master is not None else [])
+            t_wait = time.monotonic()
             try:
                 r, _, _ = select.select(fds, [], [], self.plant_period)
             except (OSError, ValueError):
                 time.sleep(0.01)
                 continue
+            if not r:
+                late = time.monotonic() - t_wait - self.plant_period
+                if late > self.timing["max_wakeup_late"]:
+                    self.timing["max_wakeup_late"] = late
             if self._wake_r in r:
                 try:
                     os.read(self._wake_r, 64)
@@ -501,7 +509,11 @@ class ServoEmulator:
                 continue
             if not data:
                 continue
+            t_read = time.monotonic()
             self._handle_bytes(data)
+            took = time.monotonic() - t_read
+            if took > self.timing["max_handling"]:
+                self.timing["max_handling"] = took
 
     def _handle_bytes(self, data: bytes) -> None:
         with self._lock:
@@ -731,7 +743,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         signals.started()               # a second signal does not interrupt the clean-up
         if emu is not None:
             emu.close()
-            print("stats: %s" % emu.stats, file=sys.stderr, flush=True)
+            print("stats: %s; max wake-up lateness %.1f ms, max request handling %.1f ms"
+                  % (emu.stats, 1e3 * emu.timing["max_wakeup_late"], 1e3 * emu.timing["max_handling"]),
+                  file=sys.stderr, flush=True)
     return 0
 
 
