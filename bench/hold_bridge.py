@@ -50,6 +50,7 @@ def main():
     ap.add_argument('--move-time', type=float, default=3.0)
     ap.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
                     help='controller parameter override (YAML value), e.g. --set rate=250.0 (not with --launch)')
+    ap.add_argument('--trace', type=float, default=0.0, metavar='S', help='print q, qd, effort every S seconds')
     ap.add_argument('--launch', action='store_true', help='use the real `ros2 launch` (ROS 2 tools sourced)')
     args = ap.parse_args()
 
@@ -63,6 +64,23 @@ def main():
     arm = args.arm if os.sep in args.arm else os.path.join(CONFIG, 'arms', args.arm + '.yaml')
     bridge_yaml = os.path.join(CONFIG, 'hardware_bridge.yaml')
     work = tempfile.mkdtemp(prefix='flexarm_hold_')
+    with open(arm) as f:
+        arm_joints = [j['name'] for j in yaml.safe_load(f)['joints']]
+    with open(bridge_yaml) as f:
+        shipped = yaml.safe_load(f)
+    bp = shipped['hardware_bridge']['ros__parameters']
+    if arm_joints != bp['joint_names']:
+        # another arm: the shipped joints' settings, in order, under the arm's joint names
+        if len(arm_joints) > len(bp['joint_names']):
+            raise SystemExit(f'{os.path.basename(arm)} has {len(arm_joints)} joints; the shipped bridge file '
+                             f'{len(bp["joint_names"])}')
+        bp['joints'] = {new: bp['joints'][old] for new, old in zip(arm_joints, bp['joint_names'])}
+        bp['joint_names'] = arm_joints
+        bridge_yaml = os.path.join(work, 'hardware_bridge.yaml')
+        with open(bridge_yaml, 'w') as f:
+            yaml.safe_dump(shipped, f)
+    if len(args.target) != len(arm_joints):
+        args.target = (args.target * len(arm_joints))[:len(arm_joints)]
     link = os.path.join(work, 'ttyDXL')
     env = dict(os.environ, ROS_DOMAIN_ID=os.environ.get('ROS_DOMAIN_ID', str(60 + os.getpid() % 30)),
                ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
@@ -102,7 +120,7 @@ def main():
     js, diags = [], []
     rel = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
     node.create_subscription(JointState, '/joint_states', lambda m: js.append(
-        (time.monotonic(), list(m.position), list(m.velocity))), rel)
+        (time.monotonic(), list(m.position), list(m.velocity), list(m.effort))), rel)
     node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: diags.append(
         {kv.key: kv.value for kv in m.status[0].values}) if m.status and
         m.status[0].name == 'flexarm hardware_bridge' else None, rel)
@@ -131,8 +149,7 @@ def main():
         fut = cli.call_async(Trigger.Request())
         spin_until(fut.done, 30.0, 'enable')
         assert fut.result().success, fut.result().message
-        names = ['shoulder', 'elbow'][:len(args.target)]
-        traj = JointTrajectory(joint_names=names)
+        traj = JointTrajectory(joint_names=arm_joints)
         pt = JointTrajectoryPoint(positions=list(args.target), velocities=[0.0] * len(args.target))
         pt.time_from_start.sec = int(args.move_time)
         pt.time_from_start.nanosec = int(1e9 * (args.move_time % 1))
@@ -143,9 +160,15 @@ def main():
         cpu0 = {k: cpu_seconds(p.pid) for k, p in procs.items()}
         print(f'enabled; reference {args.target} rad in {args.move_time:g} s; holding for {args.duration:g} s')
         next_report = t_ref + 60.0
+        next_trace = t_ref
         while time.monotonic() < t_ref + args.duration:
             check_alive()
             ex.spin_once(timeout_sec=0.05)
+            if args.trace and time.monotonic() >= next_trace and js:
+                t, q, qd, tau = js[-1]
+                print(f'  t {t - t_ref:6.2f}  q {[round(x, 3) for x in q]}  qd {[round(x, 3) for x in qd]}  '
+                      f'effort {[round(x, 3) for x in tau]}')
+                next_trace += args.trace
             if time.monotonic() >= next_report:
                 d = diags[-1]
                 print(f'  {time.monotonic() - t_ref:5.0f} s: state {d["state"]}, faults {d["faults"]}, '

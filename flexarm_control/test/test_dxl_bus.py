@@ -491,3 +491,34 @@ def test_emulator_plant_runs_in_real_time_while_idle():
         assert sum(calls) == pytest.approx(elapsed, abs=0.3)   # and no time lost
     finally:
         e.close()
+
+
+def test_a_reply_that_arrived_in_time_is_read_even_if_the_reader_was_late(emu, monkeypatch):
+    """The reader thread finds nothing, is then descheduled (or waits for the GIL) past the deadline while
+    the reply arrives: the reply was in time and must be taken, not a timeout. The SDK's rxPacket checks
+    the deadline after an empty read and declared a timeout here (~0.7 false timeouts per second in the
+    ROS node, whose executor thread holds the GIL)."""
+    import flexarm_control.bridge.servo_bus as sb
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=0.2))
+    b.open()
+    try:
+        assert b.read_state().ok
+        real_select = sb.select.select
+        late = []
+
+        class LateSelect:
+            @staticmethod
+            def select(r, w, x, timeout):
+                if not late:                  # first wait: return empty, then "run late" past the deadline
+                    late.append(timeout)
+                    time.sleep(0.5)
+                    return [], [], []
+                return real_select(r, w, x, timeout)
+
+        monkeypatch.setattr(sb, "select", LateSelect)
+        r = b.read_state()                    # the emulator answers at once; the reader wakes 0.3 s late
+        assert late and late[0] > 0
+        assert r.ok, r.error
+        assert b.counters.read_failures == 0
+    finally:
+        b.close()
