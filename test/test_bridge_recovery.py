@@ -102,7 +102,7 @@ def test_reconnects_after_an_outage(kind, tmp_path, ros_env):
     emu = EmulatorProcess(link, env=ros_env)
     loop = None
     try:
-        core = make_core(link, read_timeout=0.1)      # 3x the SDK default: load on this machine is not an outage
+        core = make_core(link, read_timeout=0.5)      # generous: load on this machine is not an outage
         loop = BridgeLoop(core, command=[0.01, 0.01])
         loop.wait_state(DISABLED, RECONNECT_BOUND)
         req = core.request('enable')

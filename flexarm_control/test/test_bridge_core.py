@@ -26,7 +26,7 @@ KT = 1.5
 def params(port, **over):
     p = {
         'port': port, 'baud_rate': 1000000, 'loop_rate': 250.0, 'command_timeout': 0.2,
-        'read_timeout': 0.25, 'hardware_status_period': 0,
+        'read_timeout': 0.5, 'hardware_status_period': 0,   # generous: loaded machines
         'reconnect': {'initial_delay': 0.1, 'max_delay': 0.8, 'multiplier': 2.0},
         'joint_names': ['a', 'b'],
         'joints': {

@@ -24,6 +24,9 @@ from flexarm_control.bridge.servo_bus import (
 pytestmark = pytest.mark.timeout(60)
 
 KT = 1.5
+# reply timeout of the tests that do not test timeouts: an in-process emulator answers in ~1 ms, but on a
+# loaded 2-core machine its thread may wait for the CPU and the GIL far longer than the SDK's ~35 ms
+REPLY_TIMEOUT = 0.5
 
 
 def joints(ids=(1, 2), over=None):
@@ -47,8 +50,7 @@ def emu():
 
 @pytest.fixture
 def bus(emu):
-    # generous reply timeout: a loaded CI machine may stall the emulator thread > 34 ms
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=REPLY_TIMEOUT))
     b.open()
     yield b
     b.close()
@@ -80,7 +82,7 @@ def test_ping_configure_enable_disable(emu, bus):
 
 
 def test_ping_missing_servo_and_disable_reports_failures(emu):
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints((1, 2, 7))))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints((1, 2, 7)), read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         assert b.ping_all() == {1: 1020, 2: 1020, 7: None}
@@ -175,7 +177,7 @@ def test_effort_beyond_current_limit_is_clamped_and_counted(emu, bus):
 def test_write_positions_current_based_position_mode(emu):
     js = joints(over={1: dict(mode="current_position", position_limits=(-1.0, 0.5)),
                       2: dict(mode="current_position")})
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, js, read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, js, read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         b.configure()
@@ -272,7 +274,7 @@ def test_hardware_error_is_reported_and_torque_dropped(emu, bus):
 
 def test_periodic_hardware_status_poll(emu):
     b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), hw_status_period=3,
-                                 read_timeout=0.25))
+                                 read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         emu.servos[1].set(ct.HARDWARE_ERROR_STATUS, ct.HW_INPUT_VOLTAGE)  # silently, no alert bit path
@@ -286,7 +288,7 @@ def test_periodic_hardware_status_poll(emu):
 def test_lost_port_raises_and_reconnects(tmp_path):
     link = str(tmp_path / "ttyDXL")
     emu = ServoEmulator([1, 2], link_path=link)
-    b = ServoBus(ServoBusConfig(link, 1000000, joints(), read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(link, 1000000, joints(), read_timeout=REPLY_TIMEOUT))
     try:
         b.open()
         b.configure()
@@ -328,7 +330,7 @@ def test_custom_plant_hook_drives_present_values(emu):
 
     e = ServoEmulator([3, 4], plant=plant)
     js = [JointServoConfig("a", 3, torque_constant=KT), JointServoConfig("b", 4, torque_constant=KT)]
-    b = ServoBus(ServoBusConfig(e.port_name, 4000000, js, read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(e.port_name, 4000000, js, read_timeout=REPLY_TIMEOUT))
     try:
         b.open()
         b.configure()
@@ -481,7 +483,7 @@ def test_emulator_plant_runs_in_real_time_while_idle():
     try:
         t0 = time.monotonic()
         time.sleep(1.0)
-        b = ServoBus(ServoBusConfig(e.port_name, 1000000, joints((1,)), read_timeout=0.5))
+        b = ServoBus(ServoBusConfig(e.port_name, 1000000, joints((1,)), read_timeout=REPLY_TIMEOUT))
         b.open()
         assert b.ping_all() == {1: 1020}
         b.close()
@@ -499,7 +501,7 @@ def test_a_reply_that_arrived_in_time_is_read_even_if_the_reader_was_late(emu, m
     the deadline after an empty read and declared a timeout here (~0.7 false timeouts per second in the
     ROS node, whose executor thread holds the GIL)."""
     import flexarm_control.bridge.servo_bus as sb
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=0.2))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         assert b.read_state().ok
@@ -511,12 +513,12 @@ def test_a_reply_that_arrived_in_time_is_read_even_if_the_reader_was_late(emu, m
             def select(r, w, x, timeout):
                 if not late:                  # first wait: return empty, then "run late" past the deadline
                     late.append(timeout)
-                    time.sleep(0.5)
+                    time.sleep(REPLY_TIMEOUT + 0.3)
                     return [], [], []
                 return real_select(r, w, x, timeout)
 
         monkeypatch.setattr(sb, "select", LateSelect)
-        r = b.read_state()                    # the emulator answers at once; the reader wakes 0.3 s late
+        r = b.read_state()                    # the emulator answers at once; the reader wakes after the deadline
         assert late and late[0] > 0
         assert r.ok, r.error
         assert b.counters.read_failures == 0

@@ -1,6 +1,6 @@
 """ROS-free core of the hardware bridge: state machine, command gate, watchdog, limits, back-off.
 
-The ROS node (node.py) is a thin adapter: it feeds commands in (:meth:`BridgeCore.submit_effort`,
+The ROS node (ros_node.py) is a thin adapter: it feeds commands in (:meth:`BridgeCore.submit_effort`,
 :meth:`BridgeCore.submit_position`, from the executor thread), posts service requests
 (:meth:`BridgeCore.request`) and calls :meth:`BridgeCore.cycle` from its own fixed-rate thread; every
 bus access happens inside ``cycle`` (one thread owns the serial port).

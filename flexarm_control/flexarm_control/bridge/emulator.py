@@ -278,6 +278,8 @@ class ServoEmulator:
         self._slave: Optional[int] = None
         self._pts_name = ""
         self._want_close = False
+        self._close_generation = -1
+        self._generation = 0          # of the pty: a close request only closes the pty it was made for
         self._closed_evt = threading.Event()
         self._stop = False
         self._wake_r, self._wake_w = os.pipe()
@@ -303,6 +305,7 @@ class ServoEmulator:
         with self._lock:
             self._parser.reset()
             self._master, self._slave = master, slave
+            self._generation += 1
 
     @property
     def port_name(self) -> str:
@@ -323,15 +326,21 @@ class ServoEmulator:
                         pass
             self._master = self._slave = None
 
-    def close_port(self, timeout: float = 2.0) -> None:
-        """Unplug: close both pty ends (the SDK side then sees I/O errors)."""
-        if self._thread is None or not self._thread.is_alive():
-            self._close_fds()
-            return
+    def close_port(self) -> None:
+        """Unplug: close both pty ends (the SDK side then sees I/O errors). Returns once closed."""
         self._closed_evt.clear()
-        self._want_close = True
+        with self._lock:
+            self._close_generation = self._generation
+            self._want_close = True
         self._wake()
-        self._closed_evt.wait(timeout)
+        # the serving thread closes it between two reads; if it is gone (or stopped), close here
+        while not self._closed_evt.wait(0.05):
+            if self._thread is None or not self._thread.is_alive():
+                with self._lock:
+                    if self._want_close and self._close_generation == self._generation:
+                        self._want_close = False
+                        self._close_fds()
+                break
 
     def reopen_port(self) -> str:
         """Replug: new pty (same servos/state); returns :attr:`port_name`."""
@@ -466,8 +475,10 @@ class ServoEmulator:
     def _serve(self) -> None:
         while not self._stop:
             if self._want_close:
-                self._want_close = False
-                self._close_fds()
+                with self._lock:
+                    if self._want_close and self._close_generation == self._generation:
+                        self._close_fds()
+                    self._want_close = False
                 self._closed_evt.set()
             master = self._master
             fds = [self._wake_r] + ([master] if master is not None else [])
