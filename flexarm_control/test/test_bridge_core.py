@@ -185,6 +185,27 @@ def test_enable_commands_units_and_sign(core, emu):
     assert goal(core, emu, 2, ct.GOAL_CURRENT) == round(-0.2 / (KT * 2) / lsb)
 
 
+def test_prompt_write_applies_a_command_when_it_arrives(core, emu):
+    """The node's loop, after publishing a reading, waits for the command that answers it and writes it at
+    once (write_now) instead of at the next cycle's write; the wait ends on the command, not on a timer."""
+    import threading
+    lsb = ct.DEFAULT_MODEL.current_amp_per_lsb
+    connect(core)
+    enable(core, 0.0)
+    core.submit_effort([0.1, 0.1], now=0.001)
+    assert core.cycle(now=0.004) is not None
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.1 / KT / lsb)
+    seq = core.command_seq()
+    assert not core.wait_for_command(seq, 0.01)                 # nothing new: the wait times out
+    threading.Timer(0.05, lambda: core.submit_effort([0.2, 0.2])).start()
+    assert core.wait_for_command(seq, 30.0)                     # woken by the command
+    assert core.write_now(now=0.006) and core.prompt_writes == 1
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.2 / KT / lsb)
+    assert core.diagnostics()['command_latency_max_ms'] >= 0.0
+    core._do_disable(0.007)
+    assert not core.write_now(now=0.008)                        # only while enabled
+
+
 def test_validation_rejects_and_keeps_previous_command(core, emu):
     connect(core)
     enable(core, 0.01)

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from flexarm_sim.params import ConfigError, choice, float_range, integer, number, string
+from flexarm_sim.params import ConfigError, boolean, choice, float_range, integer, number, string
 
 from . import control_table as ct
 from .servo_bus import JointServoConfig, ServoBusConfig, current_limit_raw
@@ -107,6 +107,9 @@ PARAMETERS: Dict[str, Param] = {
                                  's, back-off cap (reconnect within about this long of the servos answering)'),
     'reconnect.multiplier': Param(2.0, float_range(lo=1.0, hi=10.0), 'back-off growth per failed attempt'),
     'reconnect.max_attempts': Param(0, integer(lo=0), 'give up after this many failed attempts (0 = never)'),
+    'prompt_write': Param(True, boolean(),
+                          'write a command as soon as it answers the published reading (within half a period) '
+                          'instead of at the next cycle: one period less delay in the loop'),
     'diagnostics_period': Param(1.0, float_range(lo=0.05, hi=60.0), 's between /diagnostics messages'),
     'frame_id': Param('', lambda v, n: v if isinstance(v, str) else _string(v, n),
                       'header.frame_id of /joint_states'),

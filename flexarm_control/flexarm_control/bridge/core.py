@@ -94,10 +94,12 @@ check_values = check_effort
 
 
 class CommandGate:
-    """Latest valid command of one topic (thread-safe). Values are checked against [lo, hi]."""
+    """Latest valid command of one topic (thread-safe). Values are checked against [lo, hi].
+    *arrived*: a Condition notified on every valid command (shared by the gates of one core)."""
 
-    def __init__(self, lo, hi):
+    def __init__(self, lo, hi, arrived: Optional[threading.Condition] = None):
         self._lock = threading.Lock()
+        self._arrived = arrived
         self.lo = np.asarray(lo, float)
         self.hi = np.asarray(hi, float)
         self.n = self.lo.size
@@ -127,10 +129,15 @@ class CommandGate:
                 self.seq += 1
                 self.accepted += 1
                 self.clamped += was_clamped
-                return True, 'clamped' if was_clamped else ''
-            self.rejected += 1
-            self.last_reject_reason = reason
-            return False, reason
+                reason = None
+            if reason is not None:
+                self.rejected += 1
+                self.last_reject_reason = reason
+                return False, reason
+        if self._arrived is not None:
+            with self._arrived:
+                self._arrived.notify_all()
+        return True, 'clamped' if was_clamped else ''
 
     def get(self):
         with self._lock:
@@ -200,8 +207,9 @@ class BridgeCore:
         self.vel_limit = np.array([j.velocity_limit for j in self.joints])
         # Goal Current written to current_position joints: their bound, in joint torque (+ after direction)
         self._position_bound = np.array([j.direction * j.effort_limit * (1 - 1e-9) for j in self.joints])
-        self.effort_gate = CommandGate(-self.effort_limit, self.effort_limit)
-        self.position_gate = CommandGate(self.pos_lo, self.pos_hi)
+        self._arrived = threading.Condition()
+        self.effort_gate = CommandGate(-self.effort_limit, self.effort_limit, self._arrived)
+        self.position_gate = CommandGate(self.pos_lo, self.pos_hi, self._arrived)
         self.backoff = Backoff(config['reconnect.initial_delay'], config['reconnect.max_delay'],
                                config['reconnect.multiplier'])
         self.timeout = config['command_timeout']
@@ -234,6 +242,8 @@ class BridgeCore:
         self.skipped_reads = 0
         self.limit_interventions = 0
         self.readings_published = 0
+        self.prompt_writes = 0
+        self._latency = [0.0, 0, 0.0]     # sum, count, max of the reading age at command arrival (window)
         self.last_reading: Optional[JointReading] = None
         self.last_stamp = -math.inf
         self.last_command = np.zeros(self.n)
@@ -244,10 +254,48 @@ class BridgeCore:
 
     # ------------------------------------------------------------------ inputs (any thread)
     def submit_effort(self, values, now: Optional[float] = None):
-        return self.effort_gate.submit(values, self.clock() if now is None else now)
+        return self._submit(self.effort_gate, values, now)
 
     def submit_position(self, values, now: Optional[float] = None):
-        return self.position_gate.submit(values, self.clock() if now is None else now)
+        return self._submit(self.position_gate, values, now)
+
+    def _submit(self, gate, values, now):
+        t = self.clock() if now is None else now
+        ok, reason = gate.submit(values, t)
+        r = self.last_reading
+        if ok and now is None and r is not None:
+            age = time.monotonic() - r.stamp   # age of the newest reading when its answer arrives
+            lat = self._latency
+            lat[0] += age
+            lat[1] += 1
+            lat[2] = max(lat[2], age)
+        return ok, reason
+
+    def command_seq(self):
+        """Counts of valid commands so far (effort, position); see :meth:`wait_for_command`."""
+        return self.effort_gate.seq, self.position_gate.seq
+
+    def wait_for_command(self, seq, timeout: float) -> bool:
+        """Wait until a valid command newer than *seq* (from :meth:`command_seq`) arrived, at most *timeout* s."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.command_seq() != seq, timeout)
+
+    def write_now(self, now: Optional[float] = None) -> bool:
+        """Write the newest command at once, against the last reading (ENABLED only; loop thread).
+        With prompt writes a command reaches the servos when it arrives, not one cycle later."""
+        now = self.clock() if now is None else now
+        if self.state != ENABLED or self.last_reading is None:
+            return False
+        try:
+            ok = self._write(self.last_reading, now)
+        except BusError as e:
+            self._fault(f'port lost during write: {e}', now)
+            return False
+        if not ok:
+            self._fault('sync write failed', now)
+            return False
+        self.prompt_writes += 1
+        return True
 
     def request(self, kind: str, timeout: float = 5.0) -> Request:
         """Post 'enable' | 'disable' | 'reboot' to the cycle thread and wait for the outcome
@@ -555,6 +603,7 @@ class BridgeCore:
         """Bridge-level values for /diagnostics (plain types)."""
         c = self.bus.counters
         io_mean, io_max, cpu_mean, cpu_max = self.stats.take_window()
+        lat, self._latency = self._latency, [0.0, 0, 0.0]
         now = self.clock()
         v = {
             'state': self.state,
@@ -581,6 +630,9 @@ class BridgeCore:
             'consecutive_read_errors': self.consecutive_errors,
             'read_errors_in_window': sum(1 for t in list(self._error_times) if t > now - self.window_period),
             'readings_published': self.readings_published,
+            'prompt_writes': self.prompt_writes,
+            'command_latency_mean_ms': round(1e3 * lat[0] / lat[1], 3) if lat[1] else -1.0,
+            'command_latency_max_ms': round(1e3 * lat[2], 3) if lat[1] else -1.0,
             'commands_accepted': self.effort_gate.accepted + self.position_gate.accepted,
             'commands_rejected': self.commands_rejected,
             'commands_clamped': self.commands_clamped,

@@ -6,7 +6,10 @@ invalid or unknown parameter stops the node at start with a message naming it, e
 
 Threads: a loop thread runs :meth:`BridgeCore.cycle` on absolute monotonic deadlines at ``loop_rate``
 (one GroupSyncRead + one GroupSyncWrite per cycle; a late cycle skips the missed periods - it never
-runs cycles back to back - and counts an overrun) and publishes /joint_states; the rclpy executor
+runs cycles back to back - and counts an overrun) and publishes /joint_states, then (``prompt_write``,
+default on) waits up to half a period for the command that answers it and writes it at once: the
+command reaches the servos one period sooner than at the next cycle's write (at 250 Hz, a controller
+answering in ~2 ms acts ~2 ms after the reading instead of ~4-8 ms); the rclpy executor
 (main thread) handles commands, services and the /diagnostics timer. :meth:`BridgeNode.stop` ends
 the loop thread, switches the torque off and closes the port (the loop thread is the only user of the
 port; stop() waits for it).
@@ -85,6 +88,7 @@ class BridgeNode(Node):
             if name not in given and p.default is not None:
                 self.declare_parameter(name, list(p.default) if isinstance(p.default, tuple) else p.default)
         self.period = 1.0 / self.cfg['loop_rate']
+        self.prompt_write = self.cfg['prompt_write']
         if not 200.0 <= self.cfg['loop_rate'] <= 500.0:
             self.get_logger().warning(f'loop_rate {self.cfg["loop_rate"]:g} Hz is outside the usual 200-500 Hz')
         self.bus = ServoBus(self.cfg.bus_config())
@@ -232,7 +236,12 @@ class BridgeNode(Node):
                 before = core.state
                 reading = core.cycle()
                 if reading is not None and self._running:
+                    seq = core.command_seq()
                     self._publish_joint_state(reading)
+                    # the controller answers this reading: write its command when it comes, not a cycle later
+                    if self.prompt_write and core.state == ENABLED and \
+                            core.wait_for_command(seq, 0.5 * self.period):
+                        core.write_now()
                 core.stats.overruns = sched.stats.overruns
                 if before not in (ENABLED, DISABLED) or core.state not in (ENABLED, DISABLED):
                     sched.start()     # recovery steps take their own time: re-anchor, not an overrun
