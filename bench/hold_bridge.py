@@ -51,6 +51,9 @@ def main():
     ap.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
                     help='controller parameter override (YAML value), e.g. --set rate=250.0 (not with --launch)')
     ap.add_argument('--trace', type=float, default=0.0, metavar='S', help='print q, qd, effort every S seconds')
+    ap.add_argument('--emulator-realtime', action='store_true',
+                    help='run the emulator with SCHED_FIFO priority (like servos, it then answers whatever '
+                         'the load on this machine; needs CAP_SYS_NICE)')
     ap.add_argument('--launch', action='store_true', help='use the real `ros2 launch` (ROS 2 tools sourced)')
     args = ap.parse_args()
 
@@ -87,7 +90,8 @@ def main():
     logs = {k: open(os.path.join(work, k + '.log'), 'w') for k in ('emulator', 'bridge', 'controller', 'launch')}
     procs = {}
     emu = subprocess.Popen([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--arm', arm,
-                            '--params', bridge_yaml, '--link', link], env=env, stdin=subprocess.PIPE,
+                            '--params', bridge_yaml, '--link', link]
+                           + (['--realtime'] if args.emulator_realtime else []), env=env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=logs['emulator'], text=True, start_new_session=True)
     procs['emulator'] = emu
     print(f'emulator: {emu.stdout.readline().strip()} (arm model {os.path.basename(arm)}); logs in {work}')
@@ -180,6 +184,7 @@ def main():
         settled = [s for s in js if s[0] >= t_ref + args.move_time + 5.0]
         err = [max(abs(q - r) for q, r in zip(s[1], args.target)) for s in settled]
         print('\n== hold result ==')
+        print(f'load average at the end (2 cores): {os.getloadavg()[0]:.1f} / {os.getloadavg()[1]:.1f} (1 / 5 min)')
         print(f'held {args.duration:g} s: bridge state {d["state"]}, faults {d["faults"]}'
               + (f' (last: {d["last_fault"]})' if int(d['faults']) else ''))
         for k in ('reads_ok', 'read_failures', 'crc_errors', 'read_errors_tolerated', 'stale_replies', 'bus_resyncs',

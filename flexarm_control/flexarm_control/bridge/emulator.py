@@ -733,8 +733,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="arm description YAML: drive the servos with the flexible-arm model")
         ap.add_argument("--params", default=None,
                         help="with --arm: the bridge's parameter file (servo ids and joint conventions)")
+        ap.add_argument("--realtime", action="store_true",
+                        help="serve with SCHED_FIFO priority (needs CAP_SYS_NICE): real servos answer within "
+                             "a millisecond whatever the load; an emulator process that a loaded machine "
+                             "deschedules for longer than the bridge's reply timeout is an outage to the bridge")
         args = ap.parse_args(argv)
         print("dxl_emulator: starting", file=sys.stderr, flush=True)
+        if args.realtime:
+            try:      # before the serving thread starts: threads inherit the policy
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            except (OSError, AttributeError) as exc:
+                print("dxl_emulator: --realtime not granted (%s); serving at normal priority" % exc,
+                      file=sys.stderr, flush=True)
         ids, model, plant = list(args.ids), args.model, None
         if args.arm is not None:
             ids, model, plant = _model_plant(args.arm, args.params)
