@@ -11,7 +11,13 @@ then enables the bridge, sends one reference (a move to ``--target``) and holds 
 reporting the bridge's faults and what its /diagnostics counted, the tracking, and the shutdown (SIGINT)
 of each process. ``--launch`` uses the real ``ros2 launch`` instead (source the ROS 2 tools first).
 
-    python bench/hold_bridge.py [--duration 300] [--arm deluca_two_link] [--target 0.5 -0.3]
+    python bench/hold_bridge.py [--duration 300] [--arm slewing_beam] [--target 0.5] [--emulator-realtime]
+
+On a loaded 2-core machine the emulator process can be descheduled for longer than the bridge's reply
+timeout: to the bridge that is an outage (faults, reconnects; the emulator's late replies show up as
+``stale_replies``). ``--emulator-realtime`` serves with SCHED_FIFO priority, as servos answer whatever
+the host does, so that what remains is the bridge's own behaviour. Arms other than the shipped bridge
+file's two joints get the shipped joints' settings under their own joint names.
 """
 import argparse
 import os
