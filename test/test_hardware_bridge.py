@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 KT = 1.78                  # the emulator's XM430-W350 torque constant: bridge and plant agree
+READ_TIMEOUT = 0.5
 LSB = ct.DEFAULT_MODEL.current_amp_per_lsb
 
 
@@ -39,10 +40,10 @@ def _fast_gil_switch():
 
 def bridge_params(port, **over):
     p = {
-        # fault after 2 consecutive failed reads of 0.2 s: a loaded CI machine may stall the emulator
-        # thread (it shares this process with the test's rclpy node) past one short timeout; the
-        # single-error default (fault_after_errors: 1) is covered by test_bridge_core.py
-        'port': port, 'baud_rate': 1000000, 'loop_rate': 200.0, 'read_timeout': 0.2, 'fault_after_errors': 2,
+        # reply timeout 0.5 s (the emulator thread shares this process with the test's rclpy node) and a
+        # fault after 2 failed reads in a row (the shipped policy, 3 in a row or 10 within 1 s, is
+        # covered by test_bridge_core.py and test_bridge_recovery.py)
+        'port': port, 'baud_rate': 1000000, 'loop_rate': 200.0, 'read_timeout': READ_TIMEOUT, 'fault_after_errors': 2,
         'command_timeout': 0.3, 'watchdog_action': 'torque_off', 'diagnostics_period': 0.2,
         'reconnect': {'initial_delay': 0.1, 'max_delay': 0.4, 'multiplier': 2.0},
         'joint_names': ['shoulder', 'elbow'],
@@ -248,7 +249,8 @@ def test_faults_torque_off_diagnostics_and_reconnect(bridge, emu):
     t_off = time.monotonic() - t0
     d = c.wait_diag(lambda d: d['level'] == 2, 5.0, 'ERROR')
     assert d['state'] in ('fault', 'reconnecting') and 'timeout' in d['last_fault']
-    assert t_off < 2 * 0.2 + 2 * 0.2 + 2.0      # 2 failed reads, 2 unanswered torque-off writes, slack
+    # 2 failed reads (the second: a barrier to each servo), the broadcast torque off: ~3 timeouts, + slack
+    assert t_off < 3 * READ_TIMEOUT + 2.0
     n_silent = len(c.js)
     rec0 = int(d['reconnects'])
     c.spin_until(lambda: int(c.diag()['reconnect_failed_attempts']) >= 2, 10.0, 'reconnect attempts')

@@ -2,9 +2,11 @@
 
     ros2 launch flexarm_bringup hardware.launch.py [arm:=<yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                                    [shaping:=none|zv|zvd] [rviz:=true|false]
+                                                   [params_file:=<bridge yaml>] [port:=<device>] [baud_rate:=<bps>]
 
-The bridge (flexarm_control `hardware_bridge`, config/hardware_bridge.yaml: port, servo ids, joint names,
-limits — it has no arm description) publishes /joint_states and applies /effort_controller/commands; the
+The bridge (flexarm_control `hardware_bridge`, `params_file`, default config/hardware_bridge.yaml: port, servo
+ids, joint names, limits — it has no arm description; `port` and `baud_rate`, when given, override the file's)
+publishes /joint_states and applies /effort_controller/commands; the
 controller uses config/controllers.yaml with the arm given here (its joints must be the bridge's). Hardware has no modal
 state, so rviz:=true shows the URDF with rigid links (segments:=0) driven directly by /joint_states.
 """
@@ -29,6 +31,21 @@ def _arm_path(arm, share):
     return os.path.join(share, 'config', 'arms', arm + '.yaml')
 
 
+def _bridge_parameters(context):
+    """[parameter file, overrides]: `port` and `baud_rate` replace the file's values when not empty."""
+    overrides = {}
+    port = LaunchConfiguration('port').perform(context).strip()
+    if port:
+        overrides['port'] = port
+    baud = LaunchConfiguration('baud_rate').perform(context).strip()
+    if baud:
+        try:
+            overrides['baud_rate'] = int(baud)
+        except ValueError:
+            raise ValueError(f"hardware.launch.py: baud_rate must be an integer (bit/s), got {baud!r}") from None
+    return [LaunchConfiguration('params_file').perform(context)] + ([overrides] if overrides else [])
+
+
 def _nodes(context):
     share = FindPackageShare('flexarm_bringup').perform(context)
     arm = _arm_path(LaunchConfiguration('arm').perform(context), share)
@@ -36,7 +53,7 @@ def _nodes(context):
     shaping = LaunchConfiguration('shaping').perform(context)
     actions = [Node(
         package='flexarm_control', executable='hardware_bridge', name='hardware_bridge', output='screen',
-        parameters=[os.path.join(share, 'config', 'hardware_bridge.yaml')])]
+        parameters=_bridge_parameters(context))]
     if controller != 'none':
         overrides = {'arm': arm}
         if shaping:
@@ -70,6 +87,13 @@ def generate_launch_description():
                               description='input shaping of the reference (empty: config/controllers.yaml)'),
         DeclareLaunchArgument('rviz', default_value='false', choices=['true', 'false'],
                               description='start rviz2 with the arm model (view.launch.py)'),
+        DeclareLaunchArgument('params_file', default_value=PathJoinSubstitution(
+                                  [FindPackageShare('flexarm_bringup'), 'config', 'hardware_bridge.yaml']),
+                              description="the bridge's parameter file (servo ids, joints, limits, port)"),
+        DeclareLaunchArgument('port', default_value='',
+                              description="serial device of the servo bus (empty: the parameter file's `port`)"),
+        DeclareLaunchArgument('baud_rate', default_value='',
+                              description="bus baud rate, bit/s (empty: the parameter file's `baud_rate`)"),
         OpaqueFunction(function=_nodes),
         view,
     ])

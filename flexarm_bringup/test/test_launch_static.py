@@ -384,6 +384,7 @@ def _all_runs():
                                 'arm': 'spatial_3r', 'control_rate': '250'}),
              ('sim.launch.py', {'time_mode': 'lockstep'}),
              ('hardware.launch.py', {'rviz': 'true', 'shaping': 'zvd'}),
+             ('hardware.launch.py', {'port': '/dev/ttyACM0', 'baud_rate': '4000000'}),
              ('view.launch.py', {}), ('view.launch.py', {'urdf': 'true', 'segments': '4'}),
              ('view.launch.py', {'urdf': 'true', 'flex_joint_states': 'false'})]
     return runs
@@ -459,6 +460,28 @@ def test_wiring(name, args):
                 fjs = by_name['flex_joint_states']
                 assert dict(fjs['remappings'])['joint_states'] == topic
                 assert str(_overrides(fjs)['segments']) == args.get('segments', '8')
+
+
+def test_hardware_bridge_port_baud_and_params_file(tmp_path):
+    """hardware.launch.py passes params_file (default: the shipped file) and, when given, port and
+    baud_rate (an int) as overrides after it; empty = the file's value; a non-integer baud is refused."""
+    shipped = os.path.join(PKG, 'config', 'hardware_bridge.yaml')
+
+    def bridge_parameters(args):
+        with stubbed_launch():
+            nodes = evaluate(os.path.join(LAUNCH_DIR, 'hardware.launch.py'), dict(args, controller='none'))
+        return next(n for n in nodes if n['name'] == 'hardware_bridge')['parameters']
+
+    assert bridge_parameters({}) == [shipped]
+    assert bridge_parameters({'port': '', 'baud_rate': ''}) == [shipped]
+    assert bridge_parameters({'port': '/dev/ttyACM0'}) == [shipped, {'port': '/dev/ttyACM0'}]
+    assert bridge_parameters({'port': '/dev/serial/by-id/x', 'baud_rate': '4000000'}) == \
+        [shipped, {'port': '/dev/serial/by-id/x', 'baud_rate': 4000000}]
+    mine = tmp_path / 'my_bridge.yaml'
+    mine.write_text(open(shipped, encoding='utf-8').read())
+    assert bridge_parameters({'params_file': str(mine), 'baud_rate': '57600'}) == [str(mine), {'baud_rate': 57600}]
+    with pytest.raises(ValueError, match='baud_rate'):
+        bridge_parameters({'baud_rate': 'fast'})
 
 
 def _overrides(node):

@@ -10,7 +10,9 @@ YAML form (nested keys become dotted ROS parameter names, e.g. ``joints.shoulder
         loop_rate: 250.0
         command_timeout: 0.2
         watchdog_action: torque_off        # or hold_position
-        reconnect: {initial_delay: 0.1, max_delay: 5.0, multiplier: 2.0}
+        fault_after_errors: 3              # failed reads in a row -> fault (torque off)
+        fault_window: {errors: 10, period: 1.0}   # or this many failed reads within period s
+        reconnect: {initial_delay: 0.1, max_delay: 1.0, multiplier: 2.0}
         joint_names: [shoulder, elbow]     # joint order of /joint_states and of the commands
         joints:
           shoulder: {servo_id: 1, mode: current, torque_constant: 1.78, ...}
@@ -27,12 +29,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from flexarm_sim.params import ConfigError, choice, float_range, integer, number, string
+from flexarm_sim.params import ConfigError, boolean, choice, float_range, integer, number, string
 
 from . import control_table as ct
 from .servo_bus import JointServoConfig, ServoBusConfig, current_limit_raw
 
-BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000)
+BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)   # the vendor SDK's; not 4.5 Mbps
 WATCHDOG_ACTIONS = ('torque_off', 'hold_position')
 JOINT_MODES = ('current', 'current_position')
 IGNORED = ('use_sim_time', 'start_type_description_service')
@@ -92,14 +94,22 @@ PARAMETERS: Dict[str, Param] = {
     'hold_gains.kd': Param(0.2, float_range(lo=0.0), 'N m s/rad, bridge-side hold for current-mode joints'),
     'read_timeout': Param(0.0, float_range(lo=0.0, hi=1.0),
                           's per GroupSyncRead reply; 0 = SDK default (~34 ms incl. latency timer)'),
-    'fault_after_errors': Param(1, integer(lo=1, hi=1000),
+    'fault_after_errors': Param(3, integer(lo=1, hi=1000),
                                 'consecutive failed reads (timeout/CRC) that make a fault; 1 = any'),
+    'fault_window.errors': Param(10, integer(lo=0, hi=100000),
+                                 'failed reads within fault_window.period that make a fault (0 = no window rule)'),
+    'fault_window.period': Param(1.0, float_range(lo=0.0, lo_open=True, hi=3600.0),
+                                 's, the sliding window of fault_window.errors'),
     'hardware_status_period': Param(50, integer(lo=0, hi=100000),
                                     'cycles between Hardware Error Status polls (0 = only on alert bit)'),
     'reconnect.initial_delay': Param(0.1, float_range(lo=0.0, lo_open=True, hi=60.0), 's before the first attempt'),
-    'reconnect.max_delay': Param(5.0, float_range(lo=0.0, lo_open=True, hi=3600.0), 's, back-off cap'),
+    'reconnect.max_delay': Param(1.0, float_range(lo=0.0, lo_open=True, hi=3600.0),
+                                 's, back-off cap (reconnect within about this long of the servos answering)'),
     'reconnect.multiplier': Param(2.0, float_range(lo=1.0, hi=10.0), 'back-off growth per failed attempt'),
     'reconnect.max_attempts': Param(0, integer(lo=0), 'give up after this many failed attempts (0 = never)'),
+    'prompt_write': Param(True, boolean(),
+                          'write a command as soon as it answers the published reading (within half a period) '
+                          'instead of at the next cycle: one period less delay in the loop'),
     'diagnostics_period': Param(1.0, float_range(lo=0.05, hi=60.0), 's between /diagnostics messages'),
     'frame_id': Param('', lambda v, n: v if isinstance(v, str) else _string(v, n),
                       'header.frame_id of /joint_states'),

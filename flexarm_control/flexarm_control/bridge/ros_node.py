@@ -1,0 +1,252 @@
+"""``hardware_bridge`` node: Dynamixel X-series servos <-> ROS 2 (thin rclpy adapter around core.py).
+
+Run: ``hardware_bridge --ros-args --params-file flexarm_bringup/config/hardware_bridge.yaml``
+(the entry point, node.py, starts this class; parameters: bridge/config.py and the commented YAML; an
+invalid or unknown parameter stops the node at start with a message naming it, exit code 2).
+
+Threads: a loop thread runs :meth:`BridgeCore.cycle` on absolute monotonic deadlines at ``loop_rate``
+(one GroupSyncRead + one GroupSyncWrite per cycle; a late cycle skips the missed periods - it never
+runs cycles back to back - and counts an overrun) and publishes /joint_states, then (``prompt_write``,
+default on) waits up to half a period for the command that answers it and writes it at once: the
+command reaches the servos one period sooner than at the next cycle's write (at 250 Hz, a controller
+answering in ~2 ms acts ~2 ms after the reading instead of ~4-8 ms); the rclpy executor
+(main thread) handles commands, services and the /diagnostics timer. :meth:`BridgeNode.stop` ends
+the loop thread, switches the torque off and closes the port (the loop thread is the only user of the
+port; stop() waits for it).
+
+Topics (QoS: KEEP_LAST, RELIABLE, VOLATILE)
+| topic | type | |
+|---|---|---|
+| /joint_states | sensor_msgs/JointState | position rad, velocity rad/s, effort N m (measured current x k_t x gear), joint side; stamped with the time the reply was read (monotonic -> ROS time with one offset taken at start) |
+| /diagnostics | diagnostic_msgs/DiagnosticArray | one bridge status + one per servo, every ``diagnostics_period`` |
+| /effort_controller/commands | std_msgs/Float64MultiArray | N m, joint_names order (current joints; entries of current_position joints ignored) |
+| /position_controller/commands | std_msgs/Float64MultiArray | rad, joint_names order (current_position joints only; subscribed only if such a joint exists) |
+
+Services (std_srvs/srv/Trigger): ``~/enable`` (torque on; only from state ``disabled``), ``~/disable``
+(torque off, always allowed), ``~/reboot`` (REBOOT the servos that report a hardware error; refused
+while enabled). Torque is off at start and after every fault/reconnect.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+
+from flexarm_msgs.msg import FlexState
+
+from .config import PARAMETERS, BridgeConfig
+from .core import DISABLED, ENABLED, BridgeCore
+from .servo_bus import ServoBus
+
+LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
+
+
+def _qos(depth=10):
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)
+
+
+def _fmt(v):
+    return f'{v:.6g}' if isinstance(v, float) else str(v)
+
+
+class MonotonicToRos:
+    """Maps time.monotonic() seconds to ROS time (ns) with one offset measured at construction.
+
+    The offset is taken from the tightest of several (monotonic, ROS, monotonic) brackets, so stamps
+    of hardware reads are consistent with each other (never reordered by clock adjustments).
+    """
+
+    def __init__(self, clock, samples: int = 5):
+        best = None
+        for _ in range(samples):
+            a = time.monotonic_ns()
+            r = clock.now().nanoseconds
+            b = time.monotonic_ns()
+            if best is None or b - a < best[0]:
+                best = (b - a, r - (a + b) // 2)
+        self.offset_ns = best[1]
+
+    def __call__(self, mono_s: float) -> int:
+        return int(round(mono_s * 1e9)) + self.offset_ns
+
+
+class BridgeNode(Node):
+    def __init__(self, **kw):
+        super().__init__('hardware_bridge', allow_undeclared_parameters=True,
+                         automatically_declare_parameters_from_overrides=True, **kw)
+        given = {name: p.value for name, p in self._parameters.items()}
+        self.cfg = BridgeConfig.from_mapping(given)
+        for name, p in PARAMETERS.items():       # make the defaults visible to `ros2 param list`
+            if name not in given and p.default is not None:
+                self.declare_parameter(name, list(p.default) if isinstance(p.default, tuple) else p.default)
+        self.period = 1.0 / self.cfg['loop_rate']
+        self.prompt_write = self.cfg['prompt_write']
+        if not 200.0 <= self.cfg['loop_rate'] <= 500.0:
+            self.get_logger().warning(f'loop_rate {self.cfg["loop_rate"]:g} Hz is outside the usual 200-500 Hz')
+        self.bus = ServoBus(self.cfg.bus_config())
+        self.core = BridgeCore(self.cfg, self.bus, log=self._log)
+        self.core.cfg_period = self.period
+        self.to_ros = MonotonicToRos(self.get_clock())
+        self.names = self.cfg.names
+        self.frame_id = self.cfg['frame_id']
+
+        self.pub_js = self.create_publisher(JointState, '/joint_states', _qos(10))
+        # what the servos can tell of the flexible state (joints only: no strain sensing, `links` empty), so the
+        # flexarm controllers, which read /flexarm/state, run on hardware unchanged
+        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', _qos(10))
+        self.n_state = 0
+        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', _qos(10))
+        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, _qos(10))
+        if self.core.position_mask.any():
+            self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position,
+                                     _qos(10))
+        self.create_service(Trigger, '~/enable', lambda req, resp: self._serve('enable', resp))
+        self.create_service(Trigger, '~/disable', lambda req, resp: self._serve('disable', resp))
+        self.create_service(Trigger, '~/reboot', lambda req, resp: self._serve('reboot', resp))
+        self.create_timer(self.cfg['diagnostics_period'], self._publish_diagnostics)
+        self._warn_last = 0.0
+        self._running = False
+        self._thread = threading.Thread(target=self._loop, name='bridge-loop', daemon=True)
+        self.get_logger().info(
+            f'{len(self.names)} joint(s) {self.names} on {self.cfg["port"]} @ {self.cfg["baud_rate"]} baud, '
+            f'{self.cfg["loop_rate"]:g} Hz, watchdog {self.cfg["command_timeout"]:g} s -> '
+            f'{self.cfg["watchdog_action"]}; torque off until ~/enable')
+
+    # ------------------------------------------------------------------ logging / inputs
+    def _log(self, level, msg):
+        lg = self.get_logger()      # one call site per severity (rclpy requires it)
+        if level == 'error':
+            lg.error(msg)
+        elif level == 'warn':
+            lg.warning(msg)
+        else:
+            lg.info(msg)
+
+    def _reject(self, ok, reason, topic):
+        if ok:
+            return
+        now = time.monotonic()
+        if now - self._warn_last >= 2.0:
+            self._warn_last = now
+            self.get_logger().warning(f'rejected command on {topic}: {reason} (previous command kept; '
+                                      f'{self.core.commands_rejected} rejected so far)')
+
+    def _on_effort(self, msg):
+        ok, reason = self.core.submit_effort(msg.data)
+        self._reject(ok, reason, '/effort_controller/commands')
+
+    def _on_position(self, msg):
+        ok, reason = self.core.submit_position(msg.data)
+        self._reject(ok, reason, '/position_controller/commands')
+
+    def _serve(self, kind, resp):
+        r = self.core.request(kind, timeout=5.0)
+        resp.success, resp.message = r.success, r.message
+        if r.success:
+            self.get_logger().info(f'~/{kind}: {r.message}')
+        else:
+            self.get_logger().warning(f'~/{kind} refused: {r.message}')
+        return resp
+
+    # ------------------------------------------------------------------ outputs
+    def _publish_joint_state(self, r):
+        msg = JointState()
+        ns = self.to_ros(r.stamp)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+        msg.header.frame_id = self.frame_id
+        msg.name = self.names
+        msg.position = r.position.tolist()
+        msg.velocity = r.velocity.tolist()
+        msg.effort = r.effort.tolist()
+        self.pub_js.publish(msg)
+        st = FlexState()
+        st.header = msg.header
+        st.step = self.n_state
+        st.joint_names = msg.name
+        st.position, st.velocity, st.effort = msg.position, msg.velocity, msg.effort
+        self.pub_state.publish(st)
+        self.n_state += 1
+
+    def diagnostics_msg(self) -> DiagnosticArray:
+        core = self.core
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        level, message = core.level()
+        st = DiagnosticStatus(level=LEVELS[level], name='flexarm hardware_bridge', message=message,
+                              hardware_id=self.cfg['port'])
+        v = core.diagnostics()
+        v['port'] = self.cfg['port']
+        v['baud_rate'] = self.cfg['baud_rate']
+        st.values = [KeyValue(key=k, value=_fmt(x)) for k, x in v.items()]
+        arr.status.append(st)
+        for s in core.servo_status():
+            lvl = 'error' if s['hardware_error'] or s['torque_off_unconfirmed'] else 'ok'
+            msg = 'hardware error: ' + s['hardware_error_text'] if s['hardware_error'] else 'ok'
+            if s['torque_off_unconfirmed']:
+                msg += '; torque off NOT confirmed'
+            sst = DiagnosticStatus(level=LEVELS[lvl], name=f'flexarm hardware_bridge: {s["joint"]}',
+                                   message=msg, hardware_id=f'dynamixel id {s["servo_id"]}')
+            sst.values = [KeyValue(key=k, value=_fmt(x)) for k, x in s.items()]
+            arr.status.append(sst)
+        return arr
+
+    def _publish_diagnostics(self):
+        try:
+            self.pub_diag.publish(self.diagnostics_msg())
+        except Exception as e:  # noqa: BLE001 - diagnostics must never stop the node
+            self.get_logger().error(f'diagnostics: {e!r}')
+
+    # ------------------------------------------------------------------ the loop
+    def start(self):
+        self._running = True
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop the loop thread, torque off, close the port. Idempotent; call it from the main thread
+        before destroying the node. False if the loop thread did not end within *timeout* s (it then
+        still owns the port and switches the torque off itself when its cycle returns)."""
+        self._running = False
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self.get_logger().error(f'bridge loop did not stop within {timeout:g} s')
+                return False
+        self.core.shutdown()            # no-op if the loop thread already did it
+        return True
+
+    def _loop(self):
+        from flexarm_sim.plant.scheduler import FixedRateScheduler, set_timer_slack
+        set_timer_slack(1000)
+        sched = FixedRateScheduler(self.period, max_catchup=0)
+        core = self.core
+        sched.start()
+        try:
+            while self._running:
+                sched.wait()
+                if not self._running:
+                    break
+                before = core.state
+                reading = core.cycle()
+                if reading is not None and self._running:
+                    seq = core.command_seq()
+                    self._publish_joint_state(reading)
+                    # the controller answers this reading: write its command when it comes, not a cycle later
+                    if self.prompt_write and core.state == ENABLED and \
+                            core.wait_for_command(seq, 0.5 * self.period):
+                        core.write_now()
+                core.stats.overruns = sched.stats.overruns
+                if before not in (ENABLED, DISABLED) or core.state not in (ENABLED, DISABLED):
+                    sched.start()     # recovery steps take their own time: re-anchor, not an overrun
+        except Exception as e:  # noqa: BLE001
+            if self._running and rclpy.ok(context=self.context):
+                self.get_logger().fatal(f'bridge loop stopped: {e!r}; torque off')
+        finally:
+            core.shutdown()
