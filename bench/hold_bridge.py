@@ -115,7 +115,7 @@ def main():
             overrides[name] = yaml.safe_load(value)
         with open(arm_file, 'w') as f:
             yaml.safe_dump({args.controller: {'ros__parameters': overrides}}, f)
-        procs['bridge'] = spawn([sys.executable, '-m', 'flexarm_control.bridge.node', '--ros-args', '-r',
+        procs['bridge'] = spawn([sys.executable, '-m', 'flexarm_control.entry', 'hardware_bridge', '--ros-args', '-r',
                                  '__node:=hardware_bridge', '--params-file', bridge_yaml, '--params-file',
                                  port_file], env, logs['bridge'])
         procs['controller'] = spawn([sys.executable, '-m', 'flexarm_control.nodes.controller_node',

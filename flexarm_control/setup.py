@@ -21,7 +21,7 @@ setup(
             'pd_servo = flexarm_control.entry:pd_servo',
             'modal = flexarm_control.entry:modal',
             'computed_torque = flexarm_control.entry:computed_torque',
-            'hardware_bridge = flexarm_control.bridge.node:main',
+            'hardware_bridge = flexarm_control.entry:hardware_bridge',
             'dxl_emulator = flexarm_control.bridge.emulator:main',
         ],
     },

@@ -31,7 +31,7 @@ def bridge_process(tmp_path, env, port, **over):
     p.update(over)
     path = tmp_path / 'bridge.yaml'
     path.write_text(yaml.safe_dump({'hardware_bridge': {'ros__parameters': p}}))
-    return Watched(['-m', 'flexarm_control.bridge.node', '--ros-args', '--params-file', str(path)], env=env)
+    return Watched(['-m', 'flexarm_control.entry', 'hardware_bridge', '--ros-args', '--params-file', str(path)], env=env)
 
 
 def assert_clean_exit(proc, sig, what):

@@ -1,7 +1,7 @@
 """System tests of the hardware_bridge process against the servo emulator over a real pty, real rclpy/DDS.
 
 The emulator runs in this process (fault injection from the test); the bridge runs in its own
-process (``python -m flexarm_control.bridge.node``) and opens the emulator's symlink path, which
+process (``python -m flexarm_control.entry hardware_bridge``) and opens the emulator's symlink path, which
 survives an unplug/replug (``close_port``/``reopen_port``). Waits are on conditions (matched
 publishers/subscribers, messages, emulator state), never fixed sleeps; time bounds are generous
 (loaded 2-core machines).
@@ -64,7 +64,7 @@ def start_bridge(spawn, tmp_path, params):
     path = os.path.join(str(tmp_path), 'hardware_bridge.yaml')
     with open(path, 'w') as f:
         yaml.safe_dump({'hardware_bridge': {'ros__parameters': params}}, f)
-    return spawn(['-m', 'flexarm_control.bridge.node', '--ros-args', '--params-file', path])
+    return spawn(['-m', 'flexarm_control.entry', 'hardware_bridge', '--ros-args', '--params-file', path])
 
 
 def level(st):
@@ -397,7 +397,7 @@ def test_hardware_in_the_loop_with_the_controller_node(spawn, tmp_path, ros_env)
     emu = ServoEmulator([1], plant=plant, link_path=str(tmp_path / 'ttyHIL2'))
     target = 0.5
     ctrl_params = tmp_path / 'controller.yaml'
-    ctrl_params.write_text(yaml.safe_dump({'flexarm_pd_servo': {'ros__parameters': {
+    ctrl_params.write_text(yaml.safe_dump({'pd_servo': {'ros__parameters': {
         'arm': arm, 'rate': 200.0, 'kp': [1.0], 'kv': [0.5], 'feedforward': False, 'default_move': True,
         'move_angle': target, 'move_time': 2.0, 'state_timeout': 0.5}}}))
     try:
@@ -407,7 +407,7 @@ def test_hardware_in_the_loop_with_the_controller_node(spawn, tmp_path, ros_env)
         ctrl = None
         try:
             c.spin_until(lambda: c.diags and c.diag()['state'] == 'disabled', 40.0, 'bridge connected')
-            ctrl = spawn(['-m', 'flexarm_control.nodes.controller_node', 'pd_servo', '--ros-args',
+            ctrl = spawn(['-m', 'flexarm_control.entry', 'pd_servo', '--ros-args',
                           '--params-file', str(ctrl_params)])
             # enable once the controller answers the bridge's states (else the command watchdog fires)
             c.spin_until(lambda: int(c.diag().get('commands_accepted', 0)) > 20, 60.0, 'controller commanding')

@@ -30,7 +30,7 @@ def main(argv=None):
         return args.func(args) or 0
     except interrupt.Interrupted as e:
         print(f'flexarm: interrupted ({e.name})', file=sys.stderr)
-        return e.code
+        return e.exit_code
 
 
 if __name__ == '__main__':

@@ -399,7 +399,7 @@ def run(args):
     except Interrupted as e:
         progress.end_inline()
         print(f'flexarm run: interrupted ({e.name}): nodes stopped', file=sys.stderr)
-        return e.code
+        return e.exit_code
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -28,6 +28,13 @@ def computed_torque(args=None):
     return _controller('computed_torque', args)
 
 
+def hardware_bridge(args=None):
+    """`hardware_bridge`: Dynamixel X-series servos <-> ROS 2 (bridge/ros_node.py)."""
+    sys.setswitchinterval(0.0005)
+    exit_process(run_node('flexarm_control.bridge.ros_node:BridgeNode', 'hardware_bridge', args))
+
+
 if __name__ == '__main__':
-    sys.exit({'pd_servo': pd_servo, 'modal': modal, 'computed_torque': computed_torque}[sys.argv[1]](
+    sys.exit({'pd_servo': pd_servo, 'modal': modal, 'computed_torque': computed_torque,
+              'hardware_bridge': hardware_bridge}[sys.argv[1]](
         sys.argv[2:] or None))

@@ -14,6 +14,7 @@ import os
 import yaml
 
 from .common.params import ConfigError
+from .model import ArmSpecError, load_model
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE_DIRS = (os.path.normpath(os.path.join(_HERE, '..', '..', 'flexarm_bringup', 'config', 'arms')),)
@@ -74,3 +75,12 @@ def arm_id(path: str, name: str | None = None) -> str:
         canonical = json.dumps(yaml.safe_load(f), sort_keys=True, default=str)
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
     return f'{name or os.path.splitext(os.path.basename(path))[0]}:{digest}'
+
+
+def load_arm_model(name: str, param: str = 'arm'):
+    """(ArmModel, resolved path) of an arm parameter; ConfigError naming the parameter if it cannot be loaded."""
+    path = resolve_arm(name, param)
+    try:
+        return load_model(path), path
+    except (ArmSpecError, ValueError, OSError) as e:
+        raise ConfigError(param, f'{path}: {e}') from e

@@ -62,7 +62,7 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from flexarm_sim.plant.commands import check_effort
+from flexarm_sim.common.commands import LatestCommand
 
 from . import control_table as ct
 from .config import BridgeConfig
@@ -87,61 +87,6 @@ class Backoff:
 
     def schedule(self, n: int) -> List[float]:
         return [self.delay(k) for k in range(n)]
-
-
-# Command validation shared with the plant: one finite value per joint, clamped to +-limits.
-check_values = check_effort
-
-
-class CommandGate:
-    """Latest valid command of one topic (thread-safe). Values are checked against [lo, hi].
-    *arrived*: a Condition notified on every valid command (shared by the gates of one core)."""
-
-    def __init__(self, lo, hi, arrived: Optional[threading.Condition] = None):
-        self._lock = threading.Lock()
-        self._arrived = arrived
-        self.lo = np.asarray(lo, float)
-        self.hi = np.asarray(hi, float)
-        self.n = self.lo.size
-        self.value = np.zeros(self.n)
-        self.t = -math.inf          # monotonic time of the latest valid command
-        self.seq = 0                # count of valid commands
-        self.accepted = self.rejected = self.clamped = 0
-        self.last_reject_reason = ''
-
-    def submit(self, values, now: float):
-        try:
-            arr = np.asarray(values, dtype=float)
-        except (TypeError, ValueError):
-            arr = None
-        with self._lock:
-            if arr is None:
-                reason = 'not numeric'
-            elif arr.ndim != 1 or arr.shape[0] != self.n:
-                reason = f'expected {self.n} values, got {arr.size}'
-            elif not np.all(np.isfinite(arr)):
-                reason = 'non-finite value'
-            else:
-                clipped = np.minimum(np.maximum(arr, self.lo), self.hi)
-                was_clamped = bool(np.any(clipped != arr))
-                self.value = clipped
-                self.t = now
-                self.seq += 1
-                self.accepted += 1
-                self.clamped += was_clamped
-                reason = None
-            if reason is not None:
-                self.rejected += 1
-                self.last_reject_reason = reason
-                return False, reason
-        if self._arrived is not None:
-            with self._arrived:
-                self._arrived.notify_all()
-        return True, 'clamped' if was_clamped else ''
-
-    def get(self):
-        with self._lock:
-            return self.value.copy(), self.t, self.seq
 
 
 @dataclass
@@ -208,8 +153,8 @@ class BridgeCore:
         # Goal Current written to current_position joints: their bound, in joint torque (+ after direction)
         self._position_bound = np.array([j.direction * j.effort_limit * (1 - 1e-9) for j in self.joints])
         self._arrived = threading.Condition()
-        self.effort_gate = CommandGate(-self.effort_limit, self.effort_limit, self._arrived)
-        self.position_gate = CommandGate(self.pos_lo, self.pos_hi, self._arrived)
+        self.effort_gate = LatestCommand(-self.effort_limit, self.effort_limit, self._arrived)
+        self.position_gate = LatestCommand(self.pos_lo, self.pos_hi, self._arrived)
         self.backoff = Backoff(config['reconnect.initial_delay'], config['reconnect.max_delay'],
                                config['reconnect.multiplier'])
         self.timeout = config['command_timeout']
@@ -257,6 +202,15 @@ class BridgeCore:
         return self._submit(self.effort_gate, values, now)
 
     def submit_position(self, values, now: Optional[float] = None):
+        """Set-points in rad, one per joint (current_position joints), optionally followed by one rate per joint
+        (what flexarm's pd_servo sends with command_interface position: the rates are for a plant-side servo; the
+        servos' own position loop has no rate input, so they are ignored here)."""
+        n = self.position_gate.n
+        try:
+            if len(values) == 2 * n:
+                values = values[:n]
+        except TypeError:
+            pass
         return self._submit(self.position_gate, values, now)
 
     def _submit(self, gate, values, now):

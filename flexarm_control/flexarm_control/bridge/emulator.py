@@ -55,7 +55,7 @@ import tty
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .shutdown import StopSignals
+from flexarm_sim.common.signals import StopSignals
 
 # Run as a program (python -m ... / the dxl_emulator script): a SIGINT/SIGTERM from here on ends the
 # process with exit code 0 (main() checks it), also while numpy loads below.

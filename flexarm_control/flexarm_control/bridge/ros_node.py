@@ -1,7 +1,7 @@
 """``hardware_bridge`` node: Dynamixel X-series servos <-> ROS 2 (thin rclpy adapter around core.py).
 
 Run: ``hardware_bridge --ros-args --params-file flexarm_bringup/config/hardware_bridge.yaml``
-(the entry point, node.py, starts this class; parameters: bridge/config.py and the commented YAML; an
+(the console script, flexarm_control/entry.py, runs this class through flexarm_sim/ros/node_main.py; parameters: bridge/config.py and the commented YAML; an
 invalid or unknown parameter stops the node at start with a message naming it, exit code 2).
 
 Threads: a loop thread runs :meth:`BridgeCore.cycle` on absolute monotonic deadlines at ``loop_rate``
@@ -34,24 +34,21 @@ import time
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from flexarm_msgs.msg import FlexState
+from flexarm_sim.common.scheduler import FixedRateScheduler, set_timer_slack
+from flexarm_sim.model.layout import joints_only_layout
+from flexarm_sim.ros.flexstate import FlexStateEncoder
+from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, qos
 
-from .config import PARAMETERS, BridgeConfig
+from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
+
+from .config import BridgeConfig, _names, table_for
 from .core import DISABLED, ENABLED, BridgeCore
 from .servo_bus import ServoBus
-
-LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
-
-
-def _qos(depth=10):
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.VOLATILE)
-
 
 def _fmt(v):
     return f'{v:.6g}' if isinstance(v, float) else str(v)
@@ -80,13 +77,13 @@ class MonotonicToRos:
 
 class BridgeNode(Node):
     def __init__(self, **kw):
-        super().__init__('hardware_bridge', allow_undeclared_parameters=True,
-                         automatically_declare_parameters_from_overrides=True, **kw)
-        given = {name: p.value for name, p in self._parameters.items()}
-        self.cfg = BridgeConfig.from_mapping(given)
-        for name, p in PARAMETERS.items():       # make the defaults visible to `ros2 param list`
-            if name not in given and p.default is not None:
-                self.declare_parameter(name, list(p.default) if isinstance(p.default, tuple) else p.default)
+        super().__init__('hardware_bridge', **kw)
+        warn_unmatched_params_files(self)
+        # the table of these joints (joints.<joint>.<key> for every name in joint_names), declared as every node's
+        override = (getattr(self, '_parameter_overrides', {}) or {}).get('joint_names')
+        names = _names(override.value, 'joint_names') if override is not None and override.value is not None else []
+        self.params = NodeParams(self, table_for(names))
+        self.cfg = BridgeConfig.from_mapping(self.params.values)
         self.period = 1.0 / self.cfg['loop_rate']
         self.prompt_write = self.cfg['prompt_write']
         if not 200.0 <= self.cfg['loop_rate'] <= 500.0:
@@ -98,16 +95,20 @@ class BridgeNode(Node):
         self.names = self.cfg.names
         self.frame_id = self.cfg['frame_id']
 
-        self.pub_js = self.create_publisher(JointState, '/joint_states', _qos(10))
+        self.pub_js = self.create_publisher(JointState, '/joint_states', qos(10))
         # what the servos can tell of the flexible state (joints only: no strain sensing, `links` empty), so the
-        # flexarm controllers, which read /flexarm/state, run on hardware unchanged
-        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', _qos(10))
+        # flexarm controllers, which read /flexarm/state, run on hardware unchanged (one codec: ros/flexstate.py)
+        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', qos(10))
+        self.js_encoder = JointStateEncoder(self.names, frame_id=self.frame_id)
+        self.state_encoder = FlexStateEncoder(joints_only_layout(self.names), self.frame_id)
+        self.commands = CommandReader(len(self.names))
         self.n_state = 0
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', _qos(10))
-        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, _qos(10))
+        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
+        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, qos(10),
+                                 raw=True)
         if self.core.position_mask.any():
             self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position,
-                                     _qos(10))
+                                     qos(10))
         self.create_service(Trigger, '~/enable', lambda req, resp: self._serve('enable', resp))
         self.create_service(Trigger, '~/disable', lambda req, resp: self._serve('disable', resp))
         self.create_service(Trigger, '~/reboot', lambda req, resp: self._serve('reboot', resp))
@@ -139,8 +140,8 @@ class BridgeNode(Node):
             self.get_logger().warning(f'rejected command on {topic}: {reason} (previous command kept; '
                                       f'{self.core.commands_rejected} rejected so far)')
 
-    def _on_effort(self, msg):
-        ok, reason = self.core.submit_effort(msg.data)
+    def _on_effort(self, data):
+        ok, reason = self.core.submit_effort(self.commands.values(data))
         self._reject(ok, reason, '/effort_controller/commands')
 
     def _on_position(self, msg):
@@ -158,21 +159,9 @@ class BridgeNode(Node):
 
     # ------------------------------------------------------------------ outputs
     def _publish_joint_state(self, r):
-        msg = JointState()
         ns = self.to_ros(r.stamp)
-        msg.header.stamp.sec, msg.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
-        msg.header.frame_id = self.frame_id
-        msg.name = self.names
-        msg.position = r.position.tolist()
-        msg.velocity = r.velocity.tolist()
-        msg.effort = r.effort.tolist()
-        self.pub_js.publish(msg)
-        st = FlexState()
-        st.header = msg.header
-        st.step = self.n_state
-        st.joint_names = msg.name
-        st.position, st.velocity, st.effort = msg.position, msg.velocity, msg.effort
-        self.pub_state.publish(st)
+        self.pub_js.publish(self.js_encoder.fill(r.position, r.velocity, r.effort, ns))
+        self.pub_state.publish(self.state_encoder.fill(r.position, r.velocity, r.effort, self.n_state, ns))
         self.n_state += 1
 
     def diagnostics_msg(self) -> DiagnosticArray:
@@ -223,7 +212,6 @@ class BridgeNode(Node):
         return True
 
     def _loop(self):
-        from flexarm_sim.plant.scheduler import FixedRateScheduler, set_timer_slack
         set_timer_slack(1000)
         sched = FixedRateScheduler(self.period, max_catchup=0)
         core = self.core

@@ -23,9 +23,8 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from flexarm_msgs.msg import FlexState, JointEffortCommand
-from flexarm_sim.arms import arm_id
+from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.model.layout import ArmLayout
-from flexarm_sim.plant.node import load_arm_model
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos

@@ -80,3 +80,14 @@ class ArmLayout:
 def link_name(joint_name: str) -> str:
     """The name of the link a joint drives (FlexState.links, URDF link frames)."""
     return joint_name + '_link'
+
+
+def joints_only_layout(joint_names, arm_name: str = '') -> ArmLayout:
+    """The layout of a source that knows joints only (the hardware bridge: no modal coordinates)."""
+    n = len(joint_names)
+    q_index = np.arange(n, dtype=np.int64)
+    mode_index = np.zeros(0, dtype=np.int64)
+    for a in (q_index, mode_index):
+        a.setflags(write=False)
+    links = tuple(LinkLayout(j, link_name(name), slice(j + 1, j + 1), 0, ()) for j, name in enumerate(joint_names))
+    return ArmLayout(arm_name, '', tuple(joint_names), n, n, q_index, mode_index, links)

@@ -39,9 +39,8 @@ from visualization_msgs.msg import MarkerArray
 from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_msgs.srv import SetState
 
-from ..arms import arm_id, resolve_arm
+from ..arms import arm_id, load_arm_model
 from ..common.params import ConfigError
-from ..model import ArmSpecError, load_model
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
 from ..ros.flexstate import FlexStateEncoder
@@ -51,15 +50,6 @@ from . import config
 from .outputs import ArmOutputs
 from .raw_markers import MarkerEncoder, markers_from_geometry
 from .runtime import PlantRuntime
-
-
-def load_arm_model(name: str, param: str = 'arm'):
-    """(model, resolved path) of an arm parameter; ConfigError naming the parameter otherwise."""
-    path = resolve_arm(name, param)
-    try:
-        return load_model(path), path
-    except (ArmSpecError, ValueError, OSError) as e:
-        raise ConfigError(param, f'{path}: {e}') from e
 
 
 class PlantNode(Node):

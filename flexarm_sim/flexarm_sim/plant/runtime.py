@@ -34,11 +34,12 @@ import time
 
 import numpy as np
 
-from .commands import CommandGate, LockstepInbox, Throttle
+from ..common.commands import Throttle
+from .commands import CommandGate, LockstepInbox
 from .config import ConfigError, check_against_arm
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
-from .scheduler import FixedRateScheduler, set_timer_slack
+from ..common.scheduler import FixedRateScheduler, set_timer_slack
 from .servo import JointServo
 
 IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged / waiting (outputs keep flowing)

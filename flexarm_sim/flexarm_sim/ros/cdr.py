@@ -129,10 +129,10 @@ def header(lay: CdrLayout, frame_id: str = ''):
     lay.string(frame_id)
 
 
-def joint_state_layout(names) -> CdrLayout:
-    """sensor_msgs/JointState with these joint names (frame_id empty)."""
+def joint_state_layout(names, frame_id: str = '') -> CdrLayout:
+    """sensor_msgs/JointState with these joint names."""
     lay = CdrLayout()
-    header(lay)
+    header(lay, frame_id)
     lay.strings(list(names))
     for f in ('position', 'velocity', 'effort'):
         lay.f64s(f, len(names))

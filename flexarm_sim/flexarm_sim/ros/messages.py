@@ -44,8 +44,8 @@ def diagnostics(name: str, hardware_id: str, level: str, message: str, values: d
 class JointStateEncoder:
     """Serialized sensor_msgs/JointState of fixed joints, refilled in place (cdr.py); publish the bytes."""
 
-    def __init__(self, names, q_index=None):
-        self.cdr = joint_state_layout(list(names))
+    def __init__(self, names, q_index=None, frame_id: str = ''):
+        self.cdr = joint_state_layout(list(names), frame_id)
         self.qi = None if q_index is None else np.asarray(q_index)
         self._q, self._qd, self._tau = (self.cdr.view(f) for f in ('position', 'velocity', 'effort'))
         self._sec, self._nsec = self.cdr.view('stamp.sec'), self.cdr.view('stamp.nanosec')

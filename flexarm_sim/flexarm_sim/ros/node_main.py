@@ -8,7 +8,7 @@ constructed, while it spins — end the process with exit code 0 and no tracebac
 (what `ros2 launch` and process supervisors expect). rclpy's own signal handlers are not installed: they shut the
 context down under the node's threads (publishing from a thread after that raises inside rclpy), whereas here
 the node stops first (`node.stop()`: its threads joined, hardware made safe), then the executor, the node and
-the context, in that order. During construction the signal raises `Shutdown` in the main thread, which
+the context, in that order. During construction the signal raises `Stop` (common/signals.py) in the main thread, which
 unwinds it; while spinning the executor wakes at least every 0.1 s to look at the flag.
 
 The factory may be given as 'module:attribute' so that the signal handlers are in place before the heavy
@@ -26,32 +26,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 
 from ..common.params import ConfigError
+from ..common.signals import Stop, StopSignals
 
 SPIN_WAKE_S = 0.1
-
-
-class Shutdown(BaseException):
-    """SIGINT/SIGTERM arrived while the node was starting (a BaseException, so `except Exception` lets it pass)."""
-
-
-class _Signals:
-    def __init__(self):
-        self.received = threading.Event()
-        self.raise_in_main = True       # while starting: unwind the construction
-
-    def handler(self, signum, frame):
-        if self.received.is_set():
-            return                      # already stopping (launch sends SIGINT, then SIGTERM)
-        self.received.set()
-        if self.raise_in_main:
-            raise Shutdown(signum)
-
-    def install(self):
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, self.handler)
 
 
 def default_executor():
@@ -73,8 +52,7 @@ def _resolve(factory):
 def run_node(factory, name: str, args=None, executor_factory=None) -> int:
     """Run `factory()` (a Node, optionally with start()/stop(); or 'module:attr' naming it) until SIGINT/SIGTERM;
     returns the exit code."""
-    sig = _Signals()
-    sig.install()
+    sig = StopSignals().install()
     node = executor = None
     code = 0
     rclpy = None
@@ -89,18 +67,16 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
         start = getattr(node, 'start', None)
         if start is not None:
             start()
-        sig.raise_in_main = False
-        if sig.received.is_set():
-            return 0
-        while not sig.received.is_set() and rclpy.ok():
+        sig.started()
+        while not sig.stopped and rclpy.ok():
             executor.spin_once(timeout_sec=SPIN_WAKE_S)
-    except Shutdown:
+    except Stop:
         code = 0
     except ConfigError as e:
         print(f'{name}: {e}', file=sys.stderr, flush=True)
         code = 2
     finally:
-        sig.raise_in_main = False       # a second signal during teardown is ignored
+        sig.started()                   # a second signal during teardown is ignored
         if node is not None:
             stop = getattr(node, 'stop', None)
             if stop is not None:

@@ -1,4 +1,5 @@
-"""Clean process exit on SIGINT / SIGTERM from the first line of ``main()`` on (no ROS, stdlib only).
+"""Clean process exit on SIGINT / SIGTERM from the first line of ``main()`` on (no ROS, stdlib only): the one
+mechanism of every flexarm program (ros/node_main.py for the nodes, the `flexarm` command, the servo emulator).
 
 Python's defaults make a Ctrl-C during start-up a ``KeyboardInterrupt`` traceback and a SIGTERM an
 exit by signal (-15). :class:`StopSignals` replaces both handlers before anything heavy is imported:
@@ -20,7 +21,20 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Stop(BaseException):
-    """A stop signal arrived during start-up (BaseException: not caught by ``except Exception``)."""
+    """A stop signal arrived during start-up (BaseException: not caught by ``except Exception``); `signum`."""
+
+    def __init__(self, signum=None):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a program ended by the signal: 128 + its number (130, 143)."""
+        return 128 + int(self.signum or signal.SIGINT)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum or signal.SIGINT).name
 
 
 class StopSignals:
@@ -41,7 +55,7 @@ class StopSignals:
         """From now until :meth:`started`, a signal raises :class:`Stop`; raises now if one came."""
         if self.event.is_set():
             self._raise = False
-            raise Stop()
+            raise Stop(self.signum)
         self._raise = True
 
     def _handle(self, signum, _frame):
@@ -50,7 +64,7 @@ class StopSignals:
         self.event.set()
         if self._raise:
             self._raise = False
-            raise Stop()
+            raise Stop(signum)
 
     def started(self) -> None:
         """Start-up is over: from now on a signal only sets :attr:`event`."""
