@@ -132,3 +132,43 @@ def require_package(package: str, why: str):
         raise RuntimeError(f'{why} needs the ROS package {package!r}, which is not installed in this environment '
                            f'(install it, e.g. ros-$ROS_DISTRO-{package.replace("_", "-")}, or leave {why.split(":=")[0]} '
                            'at its default); nothing was started')
+
+
+def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_file='', port='', baud_rate='',
+                   controller_extra=None) -> list:
+    """The hardware bridge and one controller of hardware.launch.py.
+
+    The bridge reads `params_file` (default config/hardware_bridge.yaml; `port` and `baud_rate`, when not empty,
+    override the file's). One control rate: the bridge publishes a state per cycle, so the controller's rate is
+    the bridge's loop_rate. The arm's joints must be the bridge's joint_names (refused otherwise, naming both)."""
+    from flexarm_control.bridge.config import load_yaml
+    from flexarm_sim.model import load_arm
+    if controller not in CONTROLLERS + ('none',):
+        raise ValueError(f'controller must be one of {", ".join(CONTROLLERS + ("none",))}, got {controller!r}')
+    if shaping not in ('',) + SHAPERS:
+        raise ValueError(f'shaping must be one of {", ".join(SHAPERS)}, got {shaping!r}')
+    config = os.path.join(share_dir('flexarm_bringup'), 'config')
+    params_file = params_file or os.path.join(config, 'hardware_bridge.yaml')
+    bridge = load_yaml(params_file)                      # validated: a bad file is refused before anything starts
+    overrides = {}
+    if str(port).strip():
+        overrides['port'] = str(port).strip()
+    if str(baud_rate).strip():
+        try:
+            overrides['baud_rate'] = int(str(baud_rate).strip())
+        except ValueError:
+            raise ValueError(f'baud_rate must be an integer (bit/s), got {baud_rate!r}') from None
+    nodes = [NodeSpec('flexarm_control', 'hardware_bridge', 'hardware_bridge', (params_file,), overrides)]
+    if controller != 'none':
+        path = arm_path(arm)
+        joints = list(load_arm(path).joint_names)
+        if joints != bridge.names:
+            raise ValueError(f'the arm {os.path.basename(path)} has joints {joints} but the bridge ({params_file}) '
+                             f'drives {bridge.names}: give an arm whose joints are the bridge\'s joint_names')
+        ctl = {'arm': path, 'rate': float(bridge['loop_rate'])}
+        if shaping:
+            ctl['shaping'] = shaping
+        ctl.update(controller_extra or {})
+        nodes.append(NodeSpec('flexarm_control', controller, controller, (os.path.join(config, 'controllers.yaml'),),
+                              ctl))
+    return nodes

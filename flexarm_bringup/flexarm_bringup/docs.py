@@ -5,7 +5,8 @@
 
 Generated: config/plant.yaml and config/controllers.yaml (from the nodes' parameter tables) and the README blocks
 between `<!-- BEGIN <name>` and `<!-- END <name> -->`: arm-ranges (the arm schema's plausibility ranges),
-params-plant, params-controllers (the parameter tables).
+params-plant, params-controllers, params-bridge (the parameter tables). config/hardware_bridge.yaml is a hand-written
+example (wiring advice between the parameters); test_docs_generated checks it lists every parameter of the tables.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import re
 import sys
 
+from flexarm_control.bridge import config as bridge_config
 from flexarm_control.controller import config as controller_config
 from flexarm_sim.model import spec
 from flexarm_sim.plant import config as plant_config
@@ -30,10 +32,16 @@ def controllers_markdown() -> str:
     return '\n'.join(out)
 
 
+def bridge_markdown() -> str:
+    return '\n'.join(['The bridge:', '', bridge_config.TABLE.render_markdown(), '',
+                      'Each joint `joints.<joint>.` (every name in `joint_names`):', '',
+                      bridge_config.JOINT_TABLE.render_markdown()])
+
+
 FILES = {os.path.join(CONFIG, 'plant.yaml'): plant_config.render,
          os.path.join(CONFIG, 'controllers.yaml'): controller_config.render}
 README_BLOCKS = {'arm-ranges': spec.ranges_markdown, 'params-plant': plant_config.TABLE.render_markdown,
-                 'params-controllers': controllers_markdown}
+                 'params-controllers': controllers_markdown, 'params-bridge': bridge_markdown}
 
 
 def _block_re(name):
