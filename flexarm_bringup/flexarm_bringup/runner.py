@@ -37,11 +37,29 @@ import threading
 import time
 
 import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.signals import SignalHandlerOptions
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from flexarm_control.laws.pd import naganathan_gains
+from flexarm_control.nodes.controller_node import ControllerNode
+from flexarm_msgs.msg import FlexState
+from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.common.params import ConfigError
+from flexarm_sim.model import load_model
+from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.plant.node import PlantNode
+from flexarm_sim.ros.flexstate import FlexStateDecoder
+from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
+from flexarm_sim.ros.messages import qos
+from flexarm_sim.ros.node_main import default_executor
 
 from .bringup import CONTROLLERS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
+from .plots import plot_run
+from .recorder import Recorder
 
 RECORDED_TOPICS = (
     ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
@@ -117,7 +135,6 @@ class _Progress:
 
 def thesis_servo_gains(model, angle: float):
     """Naganathan's k_p, k_v (eqs. 2.27-2.28) for the default move of every joint by angle from zero."""
-    from flexarm_control.laws.pd import naganathan_gains
     kp, kv, _ = naganathan_gains(model, task=[np.zeros(model.n_joints), np.full(model.n_joints, angle)])
     return [float(x) for x in kp], [float(x) for x in kv]
 
@@ -187,12 +204,6 @@ class RunnerNode:
     """The runner's ROS side: collects FlexState and diagnostics, publishes the reference."""
 
     def __init__(self, node, layout):
-        from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from trajectory_msgs.msg import JointTrajectory
-
-        from flexarm_msgs.msg import FlexState
-        from flexarm_sim.ros.flexstate import FlexStateDecoder
         self.node = node
         self.layout = layout
         self.lock = threading.Lock()
@@ -203,12 +214,18 @@ class RunnerNode:
         self.last_reject = ''
         self.plant_diag = {}
         self.controller_diag = {}
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.decoder = FlexStateDecoder(layout)
         self.step_gaps = 0            # states missed (step numbers skipped within a reset segment)
-        node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos, raw=True)
+        # states on a thread of their own (ros/hotpath.py): the runner keeps up with a lock-step plant
+        self.hot = HotSubscription(node, FlexState, '/flexarm/state', qos(1000))
+        self.hot_loop = HotLoop(self.hot, self._on_state, 'runner-states')
+        self.hot_loop.start()
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos)
+        self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
+
+    def close(self):
+        self.hot_loop.stop()
+        self.hot.destroy()
 
     def _on_state(self, data):
         try:
@@ -239,8 +256,6 @@ class RunnerNode:
             return None if self.samples.latest is None else (self.samples.latest.copy(), self.last_step)
 
     def publish_reference(self, t_start, times, q, qd, qdd):
-        from builtin_interfaces.msg import Duration
-        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
         msg = JointTrajectory()
         sec = int(math.floor(t_start))
         msg.header.stamp.sec = sec
@@ -405,14 +420,6 @@ def run(args):
 
 
 def _run(args, progress, tmpdir):
-    import rclpy
-    from rclpy.signals import SignalHandlerOptions
-
-    from flexarm_sim.ros.node_main import default_executor
-
-    from flexarm_sim.arms import arm_id, resolve_arm
-    from flexarm_sim.model import load_model
-    from flexarm_sim.model.layout import ArmLayout
     if args.plant_servo and (args.controller != 'pd_servo' or args.time_mode == 'lockstep'):
         return _fail('--plant-servo needs --controller pd_servo and a realtime or simtime plant')
     if args.attach and args.single_process:
@@ -426,7 +433,7 @@ def _run(args, progress, tmpdir):
     layout = ArmLayout.of(model, arm_id(path, model.spec.name))
     procs = _Processes(tmpdir)
     executors, spins, composed, nodes = [], [], [], []
-    recorder = None
+    recorder = runner = None
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
         node = rclpy.create_node('flexarm_runner')
@@ -436,7 +443,6 @@ def _run(args, progress, tmpdir):
         executors.append(default_executor()())
         executors[0].add_node(node)
         if args.record:
-            from flexarm_bringup.recorder import Recorder
             recorder = Recorder(node, args.record, RECORDED_TOPICS,
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
         names = ' and '.join(s.name for s in specs)
@@ -464,6 +470,8 @@ def _run(args, progress, tmpdir):
         procs.stop()
         for n in composed:
             n.stop()
+        if runner is not None:
+            runner.close()
         if recorder is not None:
             recorder.close()
         for ex in executors:
@@ -477,8 +485,6 @@ def _run(args, progress, tmpdir):
 
 def _compose(specs, tmpdir):
     """The plant and controller nodes in this process, each with its own --ros-args (as its process would get)."""
-    from flexarm_control.nodes.controller_node import ControllerNode
-    from flexarm_sim.plant.node import PlantNode
     out = []
     for s in specs:
         argv = command(s, tmpdir)
@@ -611,7 +617,6 @@ def _drive(args, model, runner, procs, recorder, progress):
         summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
     if args.plot:
         t0 = time.monotonic()
-        from flexarm_bringup.plots import plot_run
         plot_run(args.plot, plot['t'], plot['q'], plot['q_ref'], plot['tau'], plot['tip_deflection'],
                  plot['modal'] if plot['modal'].size else None, joint_names=list(model.spec.joint_names),
                  tip_labels=['x', 'y', 'z'], title=f'{model.spec.name}: {args.controller}')

@@ -9,11 +9,14 @@ state). pd_servo with command_interface:=position publishes the set-points on /p
 
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
 QoS: /flexarm/state depth 1 in real time (a stalled process answers the newest state, not a backlog), 100 in
-lock-step (every state must be answered); the rest reliable, depth 10.
+lock-step (every state must be answered); the rest reliable, depth 10. The states are served by a thread of their
+own outside the executor (flexarm_sim/ros/hotpath.py, on the node `<name>_io`); references, parameters, timers
+and diagnostics by the executor; a lock keeps the runtime consistent between them.
 """
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import numpy as np
@@ -27,6 +30,7 @@ from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateDecoder
+from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
@@ -44,7 +48,7 @@ class ControllerNode(Node):
         ensure_kernels(model, log=self.get_logger().info)
         self.rt = rt = ControllerRuntime(kind, model, self.params.values, log=self.log)
         self.params.resolve(rt.effective_values())
-        self.params.on_change(rt.apply)
+        self.params.on_change(self._apply)
         self.model = model
         self._warn_caps()
         self.lockstep = rt.lockstep
@@ -60,9 +64,12 @@ class ControllerNode(Node):
         self.pub_position = self.create_publisher(Float64MultiArray, '/position_controller/commands', qos(10)) \
             if getattr(rt.law, 'servo_in_plant', False) else None
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
-        # states arrive serialized (raw) and are decoded in place (FlexStateDecoder); real time keeps only the newest
-        self.create_subscription(FlexState, '/flexarm/state', self._on_state, qos(100 if self.lockstep else 1),
-                                 raw=True)
+        # the data path: states taken raw by a thread of their own (ros/hotpath.py: no executor in the way), decoded
+        # in place (FlexStateDecoder), answered at once; real time keeps only the newest state, lock-step every one
+        self._lock = threading.Lock()          # the runtime: hot thread (states) vs. executor (references, params)
+        self.hot = HotSubscription(self, FlexState, '/flexarm/state', qos(100 if self.lockstep else 1))
+        self.hot_loop = HotLoop(self.hot, self._on_state, f'{kind}-states',
+                                on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
         self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos(10))
         if not self.lockstep:
             self.create_timer(1.0 / rt.rate if not self.params['event_driven'] else self.state_timeout,
@@ -102,27 +109,37 @@ class ControllerNode(Node):
         else:
             lg.info(message)
 
+    def _apply(self, values, changed):
+        with self._lock:
+            self.rt.apply(values, changed)
+
     # ------------------------------------------------------------------ lifecycle (node_main)
     def start(self):
         self.rt.start()
+        self.hot_loop.start()
 
     def stop(self):
+        self.hot_loop.stop()
         self.rt.stop()
+        self.hot.destroy()
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, data):
+        """The hot thread: decode, compute, publish (lock-step: the stamped command for the next control step)."""
         try:
             st = self.decoder.decode(data)
         except ValueError as e:
-            self.rt.states_rejected += 1
-            self.rt.last_reject_reason = f'state: {e}'
+            with self._lock:
+                self.rt.states_rejected += 1
+                self.rt.last_reject_reason = f'state: {e}'
             self.get_logger().warning(f'rejected state: {e} ({self.rt.states_rejected} so far)',
                                       throttle_duration_sec=2.0)
             return
         self._t_last_state = st.t
-        self.rt.hold(st.z, st.t)
         if self.lockstep:
-            tau = self.rt.on_state(st.z, st.zd, st.t)
+            with self._lock:
+                self.rt.hold(st.z, st.t)
+                tau = self.rt.on_state(st.z, st.zd, st.t)
             self.pub_stamped.publish(self.writer.stamped_bytes(st.step + 1, st.stamp_ns, tau))
             self._publish(tau)
             return
@@ -130,13 +147,17 @@ class ControllerNode(Node):
         self._stale = False
         if self.params['event_driven']:        # answer each state at once: no sampling delay on top of transport
             age = 1e-9 * (self.get_clock().now().nanoseconds - st.stamp_ns)
-            self._publish(self.rt.on_state(st.z, st.zd, st.t, age))
+            with self._lock:
+                self.rt.hold(st.z, st.t)
+                tau = self.rt.on_state(st.z, st.zd, st.t, age)
+            self._publish(tau)
 
     def _on_reference(self, msg):
         if self._t_last_state is None:
             self.get_logger().warning('reference before the first state: ignored')
             return
-        ok, reason = self.rt.on_reference(msg, self._t_last_state)
+        with self._lock:
+            ok, reason = self.rt.on_reference(msg, self._t_last_state)
         if not ok:
             self.get_logger().warning(f'rejected reference: {reason} (previous reference kept)')
 
@@ -157,10 +178,13 @@ class ControllerNode(Node):
             return
         z, zd, t, stamp_ns, t_recv = nw
         age = 1e-9 * (self.get_clock().now().nanoseconds - stamp_ns)
-        self._publish(self.rt.on_state(z, zd, t + (time.monotonic() - t_recv), age))
+        with self._lock:
+            tau = self.rt.on_state(z, zd, t + (time.monotonic() - t_recv), age)
+        self._publish(tau)
 
     def _publish_diagnostics(self):
-        level, message, values = self.rt.diagnostics(self._stale)
+        with self._lock:
+            level, message, values = self.rt.diagnostics(self._stale)
         values = dict(values, arm_id=self.layout.arm_id, states_decoded_fast=self.decoder.fast,
                       states_decoded_slow=self.decoder.slow)
         self.pub_diag.publish(diagnostics(f'flexarm_control/{self.get_name()}', self.model.spec.name, level, message,

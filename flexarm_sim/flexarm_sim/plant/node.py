@@ -44,6 +44,7 @@ from ..common.params import ConfigError
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
 from ..ros.flexstate import FlexStateEncoder
+from ..ros.hotpath import HotSubscription
 from ..ros.parameters import NodeParams, warn_unmatched_params_files
 from ..ros.messages import CommandReader, JointStateEncoder, diagnostics, qos, stamp
 from . import config
@@ -90,7 +91,12 @@ class PlantNode(Node):
         self._clock_msg = Clock()
         # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader)
         self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10), raw=True)
-        self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, qos(100), raw=True)
+        if self.mode == 'lockstep':       # the loop thread takes them itself (ros/hotpath.py: no executor hop)
+            self.hot = HotSubscription(self, JointEffortCommand, '/flexarm/effort_command', qos(100))
+        else:
+            self.hot = None
+            self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, qos(100),
+                                     raw=True)
         if rt.core.servo is not None:
             self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position, qos(10))
         self.create_service(SetState, '/flexarm/reset', self._on_reset)
@@ -117,8 +123,21 @@ class PlantNode(Node):
 
     def stop(self):
         self.rt.stop()
+        if self.hot is not None:
+            self.hot.destroy()
 
     # ------------------------------------------------------------------ the runtime's sink
+    def take_command(self, timeout_s):
+        """Lock-step: the next JointEffortCommand, taken by the loop thread itself (None on timeout / wake)."""
+        if self.hot is None:
+            return None
+        data = self.hot.take(timeout_s)
+        return None if data is None else self.commands.stamped_command(data)
+
+    def wake_commands(self):
+        if self.hot is not None:
+            self.hot.wake()
+
     def joint_state(self, z, zd, tau, t_ns):
         self.pub_js.publish(self.js_encoder.fill(z, zd, tau, t_ns))
 

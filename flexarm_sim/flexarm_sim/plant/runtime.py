@@ -19,6 +19,9 @@ Time modes:
 
 Sink interface (called from the loop thread unless noted):
     joint_state(z, zd, tau, t_ns); state(z, zd, tau, step, t_ns); clock(t_ns)
+    take_command(timeout_s) -> (step, stamp_ns, efforts) | None     optional, lock-step: the next stamped command
+                                                                    straight from the transport; wake_commands()
+                                                                    makes a pending take return (any thread)
     markers(joints, lines, tip, trail, t_ns)      output thread
     diagnostics(level, message, values)           output thread ('ok' | 'warn' | 'error')
     log(level, message)                           any thread ('info' | 'warn' | 'error')
@@ -203,6 +206,7 @@ class PlantRuntime:
             self._trail.clear()
             self.sched.start()
         self.inbox.reset()
+        self._wake_loop()
         msg = 'reset to the initial state' if to_initial else 'reset to the given state'
         if was:
             msg += f' (recovered from: {was})'
@@ -226,7 +230,14 @@ class PlantRuntime:
 
     def pause(self, flag: bool):
         self.paused = bool(flag)
+        self._wake_loop()
+
+    def _wake_loop(self):
+        """Wake a lock-step loop waiting for a command (reset, pause, stop)."""
         self.inbox.wake()
+        wake = getattr(self.sink, 'wake_commands', None)
+        if wake is not None:
+            wake()
 
     # ------------------------------------------------------------------ outputs
     def diagnostics(self):
@@ -306,7 +317,7 @@ class PlantRuntime:
 
     def stop(self):
         self._running = False
-        self.inbox.wake()
+        self._wake_loop()
         with self._snap_cv:
             self._snap_cv.notify_all()
         for t in self._threads:
@@ -432,7 +443,7 @@ class PlantRuntime:
         inbox = self.inbox
         stats = self.sched.stats
         perf = time.perf_counter
-        republish = self.cfg['lockstep.republish_period']
+        take = getattr(self.sink, 'take_command', None)      # commands straight from the transport (hot path)
         while self._running:
             if self.paused or self.core.diverged:
                 self._idle()
@@ -444,16 +455,7 @@ class PlantRuntime:
                 z, zd, tau_prev = self.core.z.copy(), self.core.zd.copy(), self.core.tau.copy()
             self.sink.state(z, zd, tau_prev, k, t_ns)
             inbox.expect(k + 1, t_ns)
-            got = False
-            with inbox.cond:
-                while self._running and not self.paused and inbox.generation == gen:
-                    if inbox.take(tau):
-                        got = True
-                        break
-                    if not inbox.cond.wait(republish):
-                        self.sink.state(z, zd, tau_prev, k, t_ns)
-                        republish = self.cfg['lockstep.republish_period']
-            if not got:
+            if not self._await_command(tau, gen, take, lambda: self.sink.state(z, zd, tau_prev, k, t_ns)):
                 continue
             stats.record_tick(time.monotonic(), 0.0)
             c0 = perf()
@@ -463,3 +465,30 @@ class PlantRuntime:
                         break
                 self._publish_due(self.sim_ns(), state=False)
             stats.record_compute(perf() - c0)
+
+    def _await_command(self, tau, gen, take, republish) -> bool:
+        """Wait for the command of the expected step into tau; re-send the state every lockstep.republish_period
+        meanwhile. False if stopped, paused or reset first."""
+        inbox = self.inbox
+        next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
+        while self._running and not self.paused and inbox.generation == gen:
+            with inbox.cond:
+                if inbox.take(tau):
+                    return True
+                if take is None:
+                    inbox.cond.wait(max(0.0, next_republish - time.monotonic()))
+            if take is not None:
+                cmd = take(max(0.0, next_republish - time.monotonic()))
+                if cmd is not None:
+                    ok, reason = inbox.submit(*cmd)
+                    if not ok and not reason.startswith('stale'):
+                        self._log_reject(reason)
+                    continue
+            if time.monotonic() >= next_republish:
+                republish()
+                next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
+        return False
+
+    def _log_reject(self, reason):
+        if self.warn_throttle(time.monotonic()):
+            self._log('warn', f'rejected stamped command: {reason} ({self.inbox.rejected} rejected so far)')
