@@ -53,6 +53,7 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
     """Run `factory()` (a Node, optionally with start()/stop(); or 'module:attr' naming it) until SIGINT/SIGTERM;
     returns the exit code."""
     sig = StopSignals().install()
+    print(f'{name}: starting', file=sys.stderr, flush=True)      # the signal handlers are in place from here on
     node = executor = None
     code = 0
     rclpy = None
