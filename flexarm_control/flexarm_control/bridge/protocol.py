@@ -187,10 +187,6 @@ def write_params(address: int, data: bytes) -> bytes:
     return le(address, 2) + bytes(data)
 
 
-def sync_read_params(address: int, length: int, ids) -> bytes:
-    return le(address, 2) + le(length, 2) + bytes(ids)
-
-
 def sync_write_params(address: int, length: int, data_by_id) -> bytes:
     out = bytearray(le(address, 2) + le(length, 2))
     for sid, data in data_by_id.items():

@@ -177,8 +177,3 @@ class ControlLaw:
         """K (n, 2N) of the law's linear feedback u = -K (dz, dzd) about a rest configuration q (for the
         closed-loop frequencies that input shaping should cancel)."""
         raise NotImplementedError
-
-
-def rigid_inverse_dynamics(rigid, q, qd, qdd):
-    """Joint torques of the rigid arm for the motion (q, qd, qdd): J(q) qdd - R(q, qd, 0)."""
-    return rigid.inverse_dynamics(q, qd, qdd)
