@@ -89,8 +89,9 @@ class PlantNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
         self.pub_clock = self.create_publisher(Clock, '/clock', qos(10)) if self.mode != 'realtime' else None
         self._clock_msg = Clock()
-        # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader)
-        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10), raw=True)
+        # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader); the loop thread takes
+        # the torque commands itself at every tick (ros/hotpath.py: no executor callback per command)
+        self.hot_effort = HotSubscription(self, Float64MultiArray, '/effort_controller/commands', qos(10))
         if self.mode == 'lockstep':       # the loop thread takes them itself (ros/hotpath.py: no executor hop)
             self.hot = HotSubscription(self, JointEffortCommand, '/flexarm/effort_command', qos(100))
         else:
@@ -123,10 +124,19 @@ class PlantNode(Node):
 
     def stop(self):
         self.rt.stop()
+        self.hot_effort.destroy()
         if self.hot is not None:
             self.hot.destroy()
 
     # ------------------------------------------------------------------ the runtime's sink
+    def poll_commands(self):
+        """Every tick (loop thread): the torque commands received since the last one (lock-step: counted, ignored)."""
+        while True:
+            data = self.hot_effort.take_now()
+            if data is None:
+                return
+            self._on_command(data)
+
     def take_command(self, timeout_s):
         """Lock-step: the next JointEffortCommand, taken by the loop thread itself (None on timeout / wake)."""
         if self.hot is None:

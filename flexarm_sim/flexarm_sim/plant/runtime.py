@@ -19,6 +19,8 @@ Time modes:
 
 Sink interface (called from the loop thread unless noted):
     joint_state(z, zd, tau, t_ns); state(z, zd, tau, step, t_ns); clock(t_ns)
+    poll_commands()                                                 optional, realtime/simtime: hand the commands
+                                                                    received since the last tick to submit_effort
     take_command(timeout_s) -> (step, stamp_ns, efforts) | None     optional, lock-step: the next stamped command
                                                                     straight from the transport; wake_commands()
                                                                     makes a pending take return (any thread)
@@ -397,6 +399,9 @@ class PlantRuntime:
 
     def _idle(self):
         """Paused, diverged or waiting for the first command: keep the last good state flowing at a low rate."""
+        poll = getattr(self.sink, 'poll_commands', None)
+        if poll is not None:
+            poll()
         t_ns = self._idle_stamp()
         c = self.core
         with self._lock:
@@ -417,6 +422,7 @@ class PlantRuntime:
         perf = time.perf_counter
         idle = True
         realtime = self.mode == 'realtime'
+        poll = getattr(self.sink, 'poll_commands', None)
         while self._running:
             if self.paused or self.core.diverged or self.awaiting_command:
                 idle = True
@@ -430,6 +436,8 @@ class PlantRuntime:
                 wall0 = time.time_ns() - int(round(time.monotonic() * 1e9))
             sched.wait()
             c0 = perf()
+            if poll is not None:
+                poll()                                   # commands straight from the transport (hot path)
             with self._lock:
                 self.watchdog_state = self.gate.torque(self.plant_time, tau)
                 if not self._advance(tau):
@@ -444,6 +452,7 @@ class PlantRuntime:
         stats = self.sched.stats
         perf = time.perf_counter
         take = getattr(self.sink, 'take_command', None)      # commands straight from the transport (hot path)
+        poll = getattr(self.sink, 'poll_commands', None)
         while self._running:
             if self.paused or self.core.diverged:
                 self._idle()
@@ -455,6 +464,8 @@ class PlantRuntime:
                 z, zd, tau_prev = self.core.z.copy(), self.core.zd.copy(), self.core.tau.copy()
             self.sink.state(z, zd, tau_prev, k, t_ns)
             inbox.expect(k + 1, t_ns)
+            if poll is not None:
+                poll()                                   # unstamped commands: counted as ignored
             if not self._await_command(tau, gen, take, lambda: self.sink.state(z, zd, tau_prev, k, t_ns)):
                 continue
             stats.record_tick(time.monotonic(), 0.0)

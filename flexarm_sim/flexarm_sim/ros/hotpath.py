@@ -31,6 +31,16 @@ class HotSubscription:
         self._sub_ptr = self.sub.handle.pointer
         self.taken = 0
 
+    def take_now(self):
+        """A message already received (bytes), or None: no waiting."""
+        h = self.sub.handle
+        with h:
+            got = h.take_message(self.sub.msg_type, True)
+        if got is None:
+            return None
+        self.taken += 1
+        return got[0]
+
     def take(self, timeout_s: float):
         """The next message (bytes), waiting up to timeout_s; None on timeout or wake()."""
         h = self.sub.handle
