@@ -71,7 +71,7 @@ TABLE = ParamTable('plant', {
                                'realtime: late steps run back to back up to this many periods behind; beyond, '
                                'missed periods are skipped and counted', runtime=True),
     'timing.spin_us': Param(150.0, float_range(lo=0.0, hi=10000.0),
-                            'realtime/simtime: sleep to the deadline minus this (us), then busy-wait'),
+                            'realtime/simtime: sleep to the deadline minus at most this (us; adapts to the measured sleep overshoot), then busy-wait'),
     'timing.realtime_priority': Param(50, integer(lo=0, hi=99),
                                       'realtime: SCHED_FIFO priority of the timing-loop thread where permitted '
                                       '(CAP_SYS_NICE or an rtprio limit; refused -> warning); 0 = normal scheduling'),

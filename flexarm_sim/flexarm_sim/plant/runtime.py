@@ -271,6 +271,7 @@ class PlantRuntime:
             'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self.paused,
             'waiting_for_command': self.awaiting_command,
             'loop_thread_fifo_priority': self.loop_priority,
+            'spin_us': 1e6 * self.sched.spin,
             'servo': (f'on, {c.servo.substeps} sub-steps per step, set-point '
                       f'{np.array2string(c.servo.q_c, precision=4)}, '
                       f'{self.n_position_rejected} rejected') if c.servo is not None else 'off',
