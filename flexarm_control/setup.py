@@ -21,6 +21,7 @@ setup(
             'pd_servo = flexarm_control.entry:pd_servo',
             'modal = flexarm_control.entry:modal',
             'computed_torque = flexarm_control.entry:computed_torque',
+            'state_estimator = flexarm_control.entry:state_estimator',
             'hardware_bridge = flexarm_control.bridge.node:main',
             'dxl_emulator = flexarm_control.bridge.emulator:main',
         ],

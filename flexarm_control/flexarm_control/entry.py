@@ -28,6 +28,12 @@ def computed_torque(args=None):
     return _controller('computed_torque', args)
 
 
+def state_estimator(args=None):
+    """`state_estimator`: modal state estimate from the encoders, the commanded torque and the optional strain gauges
+    and tip accelerometer (nodes/estimator_node.py)."""
+    exit_process(run_node('flexarm_control.nodes.estimator_node:EstimatorNode', 'state_estimator', args))
+
+
 if __name__ == '__main__':
-    sys.exit({'pd_servo': pd_servo, 'modal': modal, 'computed_torque': computed_torque}[sys.argv[1]](
-        sys.argv[2:] or None))
+    sys.exit({'pd_servo': pd_servo, 'modal': modal, 'computed_torque': computed_torque,
+              'state_estimator': state_estimator}[sys.argv[1]](sys.argv[2:] or None))

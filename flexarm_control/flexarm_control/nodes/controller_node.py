@@ -1,6 +1,7 @@
 """ROS 2 controller nodes `pd_servo`, `modal`, `computed_torque`: adapters over controller/runtime.py.
 
-Topics: subscribes /flexarm/state (flexarm_msgs/FlexState, decoded by flexarm_sim.ros.flexstate; states of another
+Topics: subscribes `state_topic` (default /flexarm/state; /flexarm/state_estimate: the state_estimator's)
+(flexarm_msgs/FlexState, decoded by flexarm_sim.ros.flexstate; states of another
 arm or that do not fit are refused and counted) and /flexarm/reference (trajectory_msgs/JointTrajectory, checked
 against the arm's joint limits; a refused one keeps the previous reference); publishes
 /effort_controller/commands (std_msgs/Float64MultiArray, arm joint order), /diagnostics and, in lock-step,
@@ -64,7 +65,7 @@ class ControllerNode(Node):
             if getattr(rt.law, 'servo_in_plant', False) else None
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos)
         state_qos = QoSProfile(depth=100 if self.lockstep else 1, reliability=ReliabilityPolicy.RELIABLE)
-        self.create_subscription(FlexState, '/flexarm/state', self._on_state, state_qos)
+        self.create_subscription(FlexState, self.params['state_topic'], self._on_state, state_qos)
         self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos)
         if not self.lockstep:
             self.create_timer(1.0 / rt.rate if not self.params['event_driven'] else self.state_timeout,
