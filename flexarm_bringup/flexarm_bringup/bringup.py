@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 import yaml
 
 from flexarm_sim.arms import resolve_arm
+from flexarm_sim.sensors import PRESETS as SENSOR_SETS
+from flexarm_sim.sensors import preset_values
 
 CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
+ESTIMATORS = ('none',) + SENSOR_SETS      # estimator:= a sensor set (flexarm_sim.sensors.preset_values), or none
+ESTIMATE_TOPIC = '/flexarm/state_estimate'
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 SHAPERS = ('none', 'zv', 'zvd')
 DEFAULT_CONTROL_RATE = 500.0       # Hz: plant state rate = controller rate (closes the loop on 2 cores)
@@ -82,17 +86,23 @@ def _rate(value, what):
 
 
 def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime', rate='', control_rate='',
-              shaping='', plant_extra=None, controller_extra=None) -> list:
-    """The plant and one controller of sim.launch.py / `flexarm run` (empty strings keep the YAML's values).
+              shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none') -> list:
+    """The plant, the state estimator (estimator != 'none') and one controller of sim.launch.py / `flexarm run`
+    (empty strings keep the YAML's values).
 
     control_rate goes to both the plant's publish_rates.state and the controller's rate (one control rate);
-    with a controller, the plant holds the arm until its first command (wait_for_command)."""
+    with a controller, the plant holds the arm until its first command (wait_for_command). With an estimator
+    (a sensor set, flexarm_sim.sensors.preset_values): the plant models those sensors (/joint_states becomes the
+    encoders' reading, at the control rate), the state_estimator fuses them (config/estimator.yaml) and the
+    controller feeds back its estimate (state_topic)."""
     if controller not in CONTROLLERS + ('none',):
         raise ValueError(f'controller must be one of {", ".join(CONTROLLERS + ("none",))}, got {controller!r}')
     if time_mode not in TIME_MODES:
         raise ValueError(f'time_mode must be one of {", ".join(TIME_MODES)}, got {time_mode!r}')
     if shaping not in ('',) + SHAPERS:
         raise ValueError(f'shaping must be one of {", ".join(SHAPERS)}, got {shaping!r}')
+    if estimator not in ESTIMATORS:
+        raise ValueError(f'estimator must be one of {", ".join(ESTIMATORS)}, got {estimator!r}')
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     path = arm_path(arm)
     plant = {'arm': path, 'time_mode': time_mode, 'wait_for_command': controller != 'none'}
@@ -100,18 +110,60 @@ def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime
         plant['loop_rate'] = _rate(rate, 'rate')
     if control_rate not in ('', None):
         plant['publish_rates.state'] = _rate(control_rate, 'control_rate')
+    est = None
+    if estimator != 'none':
+        est, sensors = estimator_node(path, estimator, config, _rate(control_rate, 'control_rate')
+                                      if control_rate not in ('', None) else DEFAULT_CONTROL_RATE, time_mode)
+        plant.update(sensors)
     plant.update(plant_extra or {})
     nodes = [NodeSpec('flexarm_sim', 'plant', 'plant', (os.path.join(config, 'plant.yaml'),), plant)]
+    if est is not None:
+        nodes.append(est)
     if controller != 'none':
         ctl = {'arm': path, 'use_sim_time': time_mode != 'realtime', 'lockstep': time_mode == 'lockstep'}
         if control_rate not in ('', None):
             ctl['rate'] = _rate(control_rate, 'control_rate')
         if shaping:
             ctl['shaping'] = shaping
+        if est is not None:
+            ctl['state_topic'] = ESTIMATE_TOPIC
         ctl.update(controller_extra or {})
         nodes.append(NodeSpec('flexarm_control', controller, controller,
                               (os.path.join(config, 'controllers.yaml'),), ctl))
     return nodes
+
+
+def estimator_node(path: str, sensor_set: str, config: str, rate: float, time_mode: str = 'realtime'):
+    """(the state_estimator's NodeSpec, the plant's sensor parameters) for a sensor set at control rate `rate`:
+    the plant samples every sensor at the control rate (its /joint_states is the estimator's tick)."""
+    from flexarm_sim.model import load_arm
+    values = preset_values(load_arm(path), sensor_set)
+    plant = dict(values, **{'publish_rates.joint_states': rate, 'sensors.strain.rate': rate,
+                            'sensors.accelerometer.rate': rate})
+    est = {'arm': path, 'rate': rate, 'use_sim_time': time_mode != 'realtime', 'lockstep': time_mode == 'lockstep',
+           'sensors.accelerometer.enabled': values['sensors.accelerometer.enabled'],
+           'sensors.accelerometer.rate': rate}
+    if values['sensors.strain.gauges']:
+        est['sensors.strain.gauges'] = values['sensors.strain.gauges']
+        plant['sensors.strain.gauges'] = values['sensors.strain.gauges']
+    else:
+        plant.pop('sensors.strain.gauges')      # [] is 'not set' in a parameter file anyway
+    return NodeSpec('flexarm_control', 'state_estimator', 'state_estimator',
+                    (os.path.join(config, 'estimator.yaml'),), est), plant
+
+
+def hardware_estimator(arm_file: str, bridge_params_file: str):
+    """(the state_estimator's NodeSpec, the controller's extra overrides) for hardware: encoders only (the bridge
+    measures joints), at the bridge's loop_rate (each /joint_states reading is one period); the controller runs at
+    that rate too and feeds back the estimate."""
+    with open(bridge_params_file) as f:
+        data = yaml.safe_load(f) or {}
+    section = next((v for k, v in data.items() if str(k).strip('/').endswith('hardware_bridge')), {}) or {}
+    rate = float((section.get('ros__parameters') or {}).get('loop_rate', DEFAULT_CONTROL_RATE))
+    config = os.path.join(share_dir('flexarm_bringup'), 'config')
+    est = NodeSpec('flexarm_control', 'state_estimator', 'state_estimator', (os.path.join(config, 'estimator.yaml'),),
+                   {'arm': arm_file, 'rate': rate})
+    return est, {'state_topic': ESTIMATE_TOPIC, 'rate': rate}
 
 
 def package_installed(package: str) -> bool:

@@ -3,9 +3,9 @@
     python -m flexarm_bringup.docs           # check (exit 1 naming what is stale)
     python -m flexarm_bringup.docs --write   # regenerate
 
-Generated: config/plant.yaml and config/controllers.yaml (from the nodes' parameter tables) and the README blocks
-between `<!-- BEGIN <name>` and `<!-- END <name> -->`: arm-ranges (the arm schema's plausibility ranges),
-params-plant, params-controllers (the parameter tables).
+Generated: config/plant.yaml, config/controllers.yaml and config/estimator.yaml (from the nodes' parameter tables)
+and the README blocks between `<!-- BEGIN <name>` and `<!-- END <name> -->`: arm-ranges (the arm schema's
+plausibility ranges), params-plant, params-controllers, params-estimator (the parameter tables).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import re
 import sys
 
 from flexarm_control.controller import config as controller_config
+from flexarm_control.estimation import config as estimator_config
 from flexarm_sim.model import spec
 from flexarm_sim.plant import config as plant_config
 
@@ -31,9 +32,11 @@ def controllers_markdown() -> str:
 
 
 FILES = {os.path.join(CONFIG, 'plant.yaml'): plant_config.render,
-         os.path.join(CONFIG, 'controllers.yaml'): controller_config.render}
+         os.path.join(CONFIG, 'controllers.yaml'): controller_config.render,
+         os.path.join(CONFIG, 'estimator.yaml'): estimator_config.render}
 README_BLOCKS = {'arm-ranges': spec.ranges_markdown, 'params-plant': plant_config.TABLE.render_markdown,
-                 'params-controllers': controllers_markdown}
+                 'params-controllers': controllers_markdown,
+                 'params-estimator': estimator_config.TABLE.render_markdown}
 
 
 def _block_re(name):

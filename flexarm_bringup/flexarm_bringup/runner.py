@@ -2,7 +2,7 @@
 
     flexarm run --arm deluca_two_link --controller modal --duration 6 [--rate 1000] [--control-rate 500]
                 [--time-mode realtime|simtime|lockstep] [--shaping zv] [--record out.mcap] [--plot out.png]
-                [--json] [--single-process] [--plant-servo]
+                [--json] [--single-process] [--plant-servo] [--estimator encoders|strain|strain_accel]
 
 The nodes are exactly those of `ros2 launch flexarm_bringup sim.launch.py` (flexarm_bringup.bringup.sim_nodes:
 the shipped config/plant.yaml and config/controllers.yaml with the same overrides), started as the installed
@@ -40,11 +40,12 @@ import numpy as np
 
 from flexarm_sim.common.params import ConfigError
 
-from .bringup import CONTROLLERS, TIME_MODES, command, sim_nodes
+from .bringup import CONTROLLERS, ESTIMATORS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
 
 RECORDED_TOPICS = (
     ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
+    ('/flexarm/state_estimate', 'flexarm_msgs/msg/FlexState'),
     ('/joint_states', 'sensor_msgs/msg/JointState'),
     ('/effort_controller/commands', 'std_msgs/msg/Float64MultiArray'),
     ('/flexarm/reference', 'trajectory_msgs/msg/JointTrajectory'),
@@ -84,6 +85,10 @@ def add_parser(sub):
     p.add_argument('--plant-servo', action='store_true',
                    help="pd_servo only: the plant's joint servo (thesis gains, evaluated at the plant's sub-steps) "
                         'is the PD; the controller sends set-points and the rigid feed-forward')
+    p.add_argument('--estimator', default='none', choices=ESTIMATORS,
+                   help='the controller feeds back the state estimate from this sensor set (the plant models the '
+                        'sensors: encoders; + a strain gauge per flexible link; + a tip accelerometer); the summary is '
+                        'of the true state (sim.launch.py estimator:=)')
     p.set_defaults(func=run)
 
 
@@ -132,7 +137,8 @@ def node_specs(args, model=None):
         plant_extra.update({'servo.enabled': True, 'servo.kp': kp, 'servo.kv': kv})
         ctl_extra['command_interface'] = 'position'
     return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
-                     shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra)
+                     shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
+                     estimator=getattr(args, 'estimator', 'none'))
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -421,7 +427,7 @@ def _run(args, progress, tmpdir):
             from flexarm_bringup.recorder import Recorder
             recorder = Recorder(node, args.record, RECORDED_TOPICS,
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
-        names = ' and '.join(s.name for s in specs)
+        names = ', '.join(s.name for s in specs)
         if args.attach:
             progress.line(f'attaching to the running {names}')
         elif args.single_process:
@@ -460,12 +466,14 @@ def _run(args, progress, tmpdir):
 def _compose(specs, tmpdir):
     """The plant and controller nodes in this process, each with its own --ros-args (as its process would get)."""
     from flexarm_control.nodes.controller_node import ControllerNode
+    from flexarm_control.nodes.estimator_node import EstimatorNode
     from flexarm_sim.plant.node import PlantNode
     out = []
     for s in specs:
         argv = command(s, tmpdir)
         cli = argv[argv.index('--ros-args'):]
-        node = PlantNode(cli_args=cli) if s.package == 'flexarm_sim' else ControllerNode(s.name, cli_args=cli)
+        node = PlantNode(cli_args=cli) if s.package == 'flexarm_sim' else EstimatorNode(cli_args=cli) \
+            if s.executable == 'state_estimator' else ControllerNode(s.name, cli_args=cli)
         node.start()
         out.append(node)
     return out
@@ -577,7 +585,8 @@ def _drive(args, model, runner, procs, recorder, progress):
         diag = dict(runner.plant_diag)
         cdiag = dict(runner.controller_diag)
     summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag)
-    summary.update({'arm': model.spec.name, 'duration_s': args.duration, 'rate_hz': args.rate,
+    summary.update({'arm': model.spec.name, 'estimator': args.estimator, 'duration_s': args.duration,
+                    'rate_hz': args.rate,
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
                     'single_process': bool(args.single_process), 'move_deg': args.angle,
                     'move_time_s': args.move_time, 'states_rejected': runner.rejected,
@@ -607,7 +616,8 @@ def _print_summary(s):
         if isinstance(v, list):
             return '[' + ', '.join(f'{scale * x:.{digits}g}' for x in v) + ']' + unit
         return f'{scale * v:.{digits}g}{unit}'
-    print(f"flexarm run: {s['arm']} with {s['controller']} (shaping {s['shaping']}), "
+    est = '' if s.get('estimator', 'none') == 'none' else f", from the estimate ({s['estimator']})"
+    print(f"flexarm run: {s['arm']} with {s['controller']}{est} (shaping {s['shaping']}), "
           f"{s['move_deg']:g} deg cycloidal move in {s['move_time_s']:g} s, {s['duration_s']:g} s")
     print(f"  plant rate achieved   {fmt(s['achieved_rate_hz'], ' Hz')}  (target {s['rate_hz']:g} Hz), "
           f"overruns {fmt(s['overruns'])}, skipped periods {fmt(s['skipped_periods'])}")

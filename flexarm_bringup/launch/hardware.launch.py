@@ -2,11 +2,15 @@
 
     ros2 launch flexarm_bringup hardware.launch.py [arm:=<yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                                    [shaping:=none|zv|zvd] [rviz:=true|false]
+                                                   [estimator:=none|encoders]
 
 The bridge (flexarm_control `hardware_bridge`, config/hardware_bridge.yaml: port, servo ids, joint names,
 limits — it has no arm description) publishes /joint_states and applies /effort_controller/commands; the
 controller uses config/controllers.yaml with the arm given here (its joints must be the bridge's). Hardware has no modal
 state, so rviz:=true shows the URDF with rigid links (segments:=0) driven directly by /joint_states.
+estimator:=encoders starts the state_estimator on the bridge's /joint_states and the commanded effort
+(flexarm_bringup.bringup.hardware_estimator: at the bridge's loop_rate) and the controller feeds back its estimate
+of the modal state (modal control on hardware).
 """
 import os
 
@@ -37,8 +41,14 @@ def _nodes(context):
     actions = [Node(
         package='flexarm_control', executable='hardware_bridge', name='hardware_bridge', output='screen',
         parameters=[os.path.join(share, 'config', 'hardware_bridge.yaml')])]
+    extra = {}
+    if LaunchConfiguration('estimator').perform(context) != 'none':
+        from flexarm_bringup.bringup import hardware_estimator
+        est, extra = hardware_estimator(arm, os.path.join(share, 'config', 'hardware_bridge.yaml'))
+        actions.append(Node(package=est.package, executable=est.executable, name=est.name, output='screen',
+                            parameters=list(est.params_files) + [est.overrides]))
     if controller != 'none':
-        overrides = {'arm': arm}
+        overrides = dict({'arm': arm}, **extra)
         if shaping:
             overrides['shaping'] = shaping
         actions.append(Node(
@@ -70,6 +80,9 @@ def generate_launch_description():
                               description='input shaping of the reference (empty: config/controllers.yaml)'),
         DeclareLaunchArgument('rviz', default_value='false', choices=['true', 'false'],
                               description='start rviz2 with the arm model (view.launch.py)'),
+        DeclareLaunchArgument('estimator', default_value='none', choices=['none', 'encoders'],
+                              description='encoders: the controller feeds back the state_estimator\'s modal estimate '
+                                          'from the joint encoders and the commanded effort'),
         OpaqueFunction(function=_nodes),
         view,
     ])
