@@ -119,7 +119,7 @@ def run(args):
 
 def _print_observability(o):
     n = o['states']
-    cond = 'inf' if o['condition'] == float('inf') else f"{o['condition']:.3g}"
+    cond = 'inf' if o['condition'] is None else f"{o['condition']:.3g}"
     print(f"  sensors {o['sensors']} ({len(o['readings'])} readings, sampled every {1e3 * o['dt_s']:g} ms, over "
           f"{o['horizon_s']:.3g} s):")
     print(f"    observability Gramian: rank {o['rank']} of {n} states, condition {cond}"

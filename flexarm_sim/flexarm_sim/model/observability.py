@@ -72,10 +72,14 @@ class ObservabilityReport:
     unobservable: np.ndarray    # (2N, 2N - rank) basis of the unobservable subspace (scaled coordinates mapped back)
 
     def as_dict(self) -> dict:
-        return {'q': self.q.tolist(), 'dt_s': self.dt, 'horizon_s': self.horizon, 'readings': self.labels,
-                'states': self.n_states, 'rank': self.rank, 'condition': self.condition,
-                'modes': [{'frequency_hz': m.frequency_hz, 'rigid': m.rigid, 'observable': m.observable,
-                           'std': m.std} for m in self.modes]}
+        """JSON-ready (an infinite condition or std, i.e. unobservable, is None)."""
+        def fin(x):
+            return float(x) if math.isfinite(x) else None
+        return {'q': [float(x) for x in self.q], 'dt_s': self.dt, 'horizon_s': self.horizon,
+                'readings': list(self.labels), 'states': int(self.n_states), 'rank': int(self.rank),
+                'condition': fin(self.condition),
+                'modes': [{'frequency_hz': float(m.frequency_hz), 'rigid': bool(m.rigid),
+                           'observable': bool(m.observable), 'std': fin(m.std)} for m in self.modes]}
 
 
 def discrete_model(model, q, dt):
