@@ -395,7 +395,7 @@ def test_hardware_in_the_loop_with_the_controller_node(spawn, tmp_path, ros_env)
     emu = ServoEmulator([1], plant=plant, link_path=str(tmp_path / 'ttyHIL2'))
     target = 0.5
     ctrl_params = tmp_path / 'controller.yaml'
-    ctrl_params.write_text(yaml.safe_dump({'flexarm_pd_servo': {'ros__parameters': {
+    ctrl_params.write_text(yaml.safe_dump({'pd_servo': {'ros__parameters': {
         'arm': arm, 'rate': 200.0, 'kp': [1.0], 'kv': [0.5], 'feedforward': False, 'default_move': True,
         'move_angle': target, 'move_time': 2.0, 'state_timeout': 0.5}}}))
     try:
@@ -405,8 +405,7 @@ def test_hardware_in_the_loop_with_the_controller_node(spawn, tmp_path, ros_env)
         ctrl = None
         try:
             c.spin_until(lambda: c.diags and c.diag()['state'] == 'disabled', 40.0, 'bridge connected')
-            ctrl = spawn(['-m', 'flexarm_control.nodes.controller_node', 'pd_servo', '--ros-args',
-                          '--params-file', str(ctrl_params)])
+            ctrl = spawn(['-m', 'flexarm_control.entry', 'pd_servo', '--ros-args', '--params-file', str(ctrl_params)])
             # enable once the controller answers the bridge's states (else the command watchdog fires)
             c.spin_until(lambda: int(c.diag().get('commands_accepted', 0)) > 20, 60.0, 'controller commanding')
             assert c.call('/hardware_bridge/enable').success
