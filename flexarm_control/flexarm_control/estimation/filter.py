@@ -225,11 +225,14 @@ class ModalKalmanFilter:
         self.initialized = True
 
     # ------------------------------------------------------------------ filter
-    def predict(self, u):
-        """One period with torque u."""
+    def predict(self, u, h=None):
+        """One period with torque u; h: its length when it is not exactly dt (readings stamped with jitter: the
+        state is integrated over h, the covariance carried by the period's Phi and Q)."""
         c = self.cell(self.state.z[self.qi])
+        h = self.dt if h is None else float(h)
+        sub = self.substeps if h <= self.dt else int(math.ceil(self.substeps * h / self.dt))
         try:
-            step(self.model, self.state, np.asarray(u, dtype=float), self.dt, self.substeps)
+            step(self.model, self.state, np.asarray(u, dtype=float), h, sub)
         except IntegrationError as e:
             raise FilterDiverged(f'prediction failed: {e}') from None
         P = c.Phi @ self.P @ c.Phi.T + c.Q

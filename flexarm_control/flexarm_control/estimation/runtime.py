@@ -6,11 +6,12 @@ calls this; tests and the evaluation bench drive it in-process.
     rt.joints(t, q, qd, effort); rt.strain(t, y); rt.accel(t, f); rt.command(u)     # (accepted, reason)
     est = rt.tick(t)                              # the estimate at t (None: none yet / no encoders for too long)
 
-Ticks. Each tick is one filter period 1/rate (a gap of k periods is predicted k times): predict with the torque of
-the period (`input`: the last command, or the measured effort of the tick's joint reading), then fuse the readings
-stamped since the previous tick — encoders, strain gauges, accelerometer, in that order. A reading stamped at or
-before the previous tick (it came too late, or again) is dropped and counted as late; the first joint reading
-initializes the filter.
+Ticks. Each tick predicts from the previous tick's time to its own in k = round(gap / period) periods of gap / k
+each (k >= 1; readings stamped with jitter, as a bridge's read times are, are predicted over the time that really
+passed) with the torque of the period (`input`: the last command, or the measured effort of the tick's joint
+reading), then fuses the readings stamped since the previous tick — encoders, strain gauges, accelerometer, in that
+order. A reading stamped at or before the previous tick (it came too late, or again) is dropped and counted as late;
+the first joint reading initializes the filter.
 
 Bad input never corrupts the estimate:
 * readings are checked before they are kept: right size, finite, in range (joint angles within the joint limits
@@ -221,13 +222,14 @@ class EstimatorRuntime:
             self.initializations += 1
             self.t_last = t
             return self._estimate(t, self.u)
-        periods = int(round((t - self.t_last) / self.dt)) if self.t_last is not None else 1
+        gap = t - self.t_last if self.t_last is not None else 0.0
+        periods = max(1, int(round(gap / self.dt))) if gap > 0 else 0
         u = js[1][2] if (self.use_measured_effort and js is not None and js[1][2] is not None) else self.u
         try:
             if periods > MAX_PREDICT_PERIODS:
                 raise FilterDiverged(f'{periods} periods since the last tick')
-            for _ in range(max(periods, 0)):
-                kf.predict(u)
+            for _ in range(periods):
+                kf.predict(u, gap / periods)
             self.ticks += 1
             self._fuse(js, t, u)
             if periods > 0 or js is not None:
@@ -252,7 +254,7 @@ class EstimatorRuntime:
         if ts > t + 0.5 * self.dt:          # a reading of a later instant: keep it for its tick
             return None
         tr.pending = None
-        if self.t_last is not None and ts < self.t_last + 0.5 * self.dt:     # of an instant already estimated
+        if self.t_last is not None and ts <= self.t_last:     # of an instant already estimated
             tr.late += 1
             return None
         return ts, data
