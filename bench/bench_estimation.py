@@ -77,7 +77,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     hold = 1.5 if a.quick else 3.0
     model = load_model(ARM)
-    print(f'\ndeluca_two_link, 60 deg cycloid in 2.5 s + {hold} s hold, modal LQR at {RATE:g} Hz, plant 1 kHz, lock-step')
+    print(f'\ndeluca_two_link, 60 deg cycloid in 2.5 s + {hold} s hold, modal LQR at {RATE:g} Hz, plant 1 kHz, '
+          'lock-step')
     print(f'{"feedback":24s} {"joint RMS (rad)":>16s} {"resid (mm)":>10s} {"+1 s (mm)":>9s} '
           f'{"modal error RMS/peak: d11 d12 d21 d22":>38s} {"us/tick":>7s} {"resets":>6s} {"resid/(a)":>9s}')
     base = None

@@ -422,7 +422,8 @@ def _check_estimator(name, args, by_name, ctrl):
         assert po['publish_rates.joint_states'] == eo['rate'] == float(args.get('control_rate', 500.0))
         assert eo['lockstep'] == (args.get('time_mode') == 'lockstep')
         if est != 'encoders':
-            assert len(eo['sensors.strain.gauges']) == 2 and all(isinstance(g, str) for g in eo['sensors.strain.gauges'])
+            gauges = eo['sensors.strain.gauges']
+            assert len(gauges) == 2 and all(isinstance(g, str) for g in gauges)
     else:
         bridge = yaml.safe_load(open(os.path.join(PKG, 'config', 'hardware_bridge.yaml'), encoding='utf-8'))
         assert eo['rate'] == bridge['hardware_bridge']['ros__parameters']['loop_rate']

@@ -135,12 +135,14 @@ def test_linearized_readings_are_the_derivatives_of_the_readings(deluca):
     for k in range(2 * N):
         e = np.zeros(2 * N)
         e[k] = h
-        num = (s.measure(deluca, *np.split(x0 + e, 2), tau_eq) - s.measure(deluca, *np.split(x0 - e, 2), tau_eq)) / (2 * h)
+        num = (s.measure(deluca, *np.split(x0 + e, 2), tau_eq)
+               - s.measure(deluca, *np.split(x0 - e, 2), tau_eq)) / (2 * h)
         assert np.allclose(C[:, k], num, rtol=1e-4, atol=2e-3), k
     for j in range(2):
         e = np.zeros(2)
         e[j] = h
-        num = (s.measure(deluca, z_eq, np.zeros(N), tau_eq + e) - s.measure(deluca, z_eq, np.zeros(N), tau_eq - e)) / (2 * h)
+        num = (s.measure(deluca, z_eq, np.zeros(N), tau_eq + e)
+               - s.measure(deluca, z_eq, np.zeros(N), tau_eq - e)) / (2 * h)
         assert np.allclose(D[:, j], num, rtol=1e-4, atol=2e-3)
 
 
