@@ -207,6 +207,7 @@ class RunnerNode:
         self.last_reject = ''
         self.plant_diag = {}
         self.controller_diag = {}
+        self.estimator_diag = {}
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos)
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
@@ -231,7 +232,9 @@ class RunnerNode:
         for st in msg.status:
             vals = {kv.key: kv.value for kv in st.values}
             with self.lock:
-                if st.name.startswith('flexarm_control/'):
+                if st.name == 'flexarm_control/state_estimator':
+                    self.estimator_diag = dict(vals, _message=st.message)
+                elif st.name.startswith('flexarm_control/'):
                     self.controller_diag = vals
                 elif 'plant' in st.name:
                     self.plant_diag = dict(vals, _message=st.message)
@@ -584,6 +587,7 @@ def _drive(args, model, runner, procs, recorder, progress):
         arrays = {k: v.copy() for k, v in runner.samples.arrays().items()}
         diag = dict(runner.plant_diag)
         cdiag = dict(runner.controller_diag)
+        ediag = dict(runner.estimator_diag)
     summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag)
     summary.update({'arm': model.spec.name, 'estimator': args.estimator, 'duration_s': args.duration,
                     'rate_hz': args.rate,
@@ -591,6 +595,8 @@ def _drive(args, model, runner, procs, recorder, progress):
                     'single_process': bool(args.single_process), 'move_deg': args.angle,
                     'move_time_s': args.move_time, 'states_rejected': runner.rejected,
                     'sample_stride': runner.samples.stride})
+    if args.estimator != 'none':
+        summary.update(estimator_resets=_num(ediag.get('resets')), estimator_status=ediag.get('_message', ''))
     if recorder is not None:
         summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
     if args.plot:

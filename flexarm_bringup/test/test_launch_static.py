@@ -421,6 +421,7 @@ def _check_estimator(name, args, by_name, ctrl):
         assert po['sensors.accelerometer.enabled'] == eo['sensors.accelerometer.enabled'] == (est == 'strain_accel')
         assert po['publish_rates.joint_states'] == eo['rate'] == float(args.get('control_rate', 500.0))
         assert eo['lockstep'] == (args.get('time_mode') == 'lockstep')
+        assert eo['input'] == ('command' if eo['lockstep'] else 'measured_effort')
         if est != 'encoders':
             gauges = eo['sensors.strain.gauges']
             assert len(gauges) == 2 and all(isinstance(g, str) for g in gauges)

@@ -30,12 +30,57 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from numba import njit
 
 from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step
 from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.model.sensing import SensorSet, strain_matrix, tip_specific_force
 
 RK4_SAFETY = 0.5
+
+
+@njit(cache=True)
+def propagate(P, Phi, Q):
+    """Phi P Phi^T + Q, symmetrized."""
+    out = Phi @ P @ Phi.T + Q
+    return 0.5 * (out + out.T)
+
+
+@njit(cache=True)
+def joseph_update(P, H, R, nu):
+    """(dx, P+, largest |nu_i| / sqrt(S_ii)) of the update with readings nu = y - h(x), H, R (Joseph form):
+    S = H P H^T + R, K = P H^T S^-1, P+ = (I - K H) P (I - K H)^T + K R K^T. A non-finite result is the caller's
+    to detect."""
+    PHt = P @ H.T
+    S = H @ PHt + R
+    S = 0.5 * (S + S.T)
+    K = np.linalg.solve(S, PHt.T).T
+    sig = 0.0
+    for i in range(nu.shape[0]):
+        v = abs(nu[i]) / np.sqrt(abs(S[i, i]))
+        if v > sig:
+            sig = v
+    IKH = -K @ H
+    for i in range(IKH.shape[0]):
+        IKH[i, i] += 1.0
+    Pn = IKH @ P @ IKH.T + K @ R @ K.T
+    return K @ nu, 0.5 * (Pn + Pn.T), sig
+
+
+@njit(cache=True)
+def innovation_sigma(P, H, R, nu):
+    """largest |nu_i| / sqrt(S_ii), S = H P H^T + R."""
+    sig = 0.0
+    for i in range(nu.shape[0]):
+        s = R[i, i]
+        for a in range(P.shape[0]):
+            if H[i, a] != 0.0:
+                for b in range(P.shape[0]):
+                    s += H[i, a] * P[a, b] * H[i, b]
+        v = abs(nu[i]) / np.sqrt(abs(s))
+        if v > sig:
+            sig = v
+    return sig
 
 
 @dataclass(frozen=True)
@@ -92,6 +137,7 @@ class ModalKalmanFilter:
         self.bias = np.zeros(self.ng)
         self.P = np.eye(self.nx)
         self._eye = np.eye(self.nx)
+        self._models = {}                  # constant (H, R) of the linear readings
         self.initialized = False
         self.n_designs = 0
 
@@ -235,36 +281,31 @@ class ModalKalmanFilter:
             step(self.model, self.state, np.asarray(u, dtype=float), h, sub)
         except IntegrationError as e:
             raise FilterDiverged(f'prediction failed: {e}') from None
-        P = c.Phi @ self.P @ c.Phi.T + c.Q
-        self.P = 0.5 * (P + P.T)
+        self.P = propagate(self.P, c.Phi, c.Q)
         self._check()
 
     def _update(self, nu, H, R):
-        P = self.P
-        PHt = P @ H.T
-        S = H @ PHt + R
         try:
-            K = np.linalg.solve(0.5 * (S + S.T), PHt.T).T
-        except np.linalg.LinAlgError as e:
-            raise FilterDiverged(f'innovation covariance singular: {e}') from None
-        sig = float(np.max(np.abs(nu) / np.sqrt(np.abs(np.diag(S))))) if nu.size else 0.0
-        dx = K @ nu
+            dx, P, sig = joseph_update(self.P, np.ascontiguousarray(H), np.ascontiguousarray(R), nu)
+        except Exception as e:  # noqa: BLE001 - numba raises for a singular S
+            raise FilterDiverged(f'update failed: {e}') from None
         N = self.N
         self.state.z += dx[:N]
         self.state.zd += dx[N:2 * N]
         if self.ng:
             self.bias += dx[2 * N:]
-        IKH = self._eye - K @ H
-        P = IKH @ P @ IKH.T + K @ R @ K.T
-        self.P = 0.5 * (P + P.T)
+        self.P = P
         self._check()
         return sig
 
-    def innovation_sigma(self, nu, H, R) -> float:
-        S = H @ self.P @ H.T + R
-        return float(np.max(np.abs(nu) / np.sqrt(np.diag(S)))) if nu.size else 0.0
 
     def encoder_model(self, with_rates: bool):
+        key = ('encoders', bool(with_rates))
+        if key not in self._models:
+            self._models[key] = self._encoder_model(with_rates)
+        return self._models[key]
+
+    def _encoder_model(self, with_rates: bool):
         n, N = self.n, self.N
         rows = 2 * n if with_rates else n
         H = np.zeros((rows, self.nx))
@@ -285,6 +326,11 @@ class ModalKalmanFilter:
         return self._gated(y - h, H, R, check)
 
     def strain_model(self):
+        if 'strain' not in self._models:
+            self._models['strain'] = self._strain_model()
+        return self._models['strain']
+
+    def _strain_model(self):
         N, ng = self.N, len(self.sensors.gauges)
         H = np.zeros((ng, self.nx))
         H[:, :N] = self.S
@@ -304,10 +350,11 @@ class ModalKalmanFilter:
         return self._gated(np.asarray(y, dtype=float) - h, c.H_accel, np.eye(3) * self.noise.accel ** 2, check)
 
     def _gated(self, nu, H, R, check):
+        nu = np.ascontiguousarray(nu, dtype=float)
         if not math.isfinite(float(nu.sum())):
             raise FilterDiverged('non-finite innovation')
         if check is not None:
-            sig = self.innovation_sigma(nu, H, R)
+            sig = innovation_sigma(self.P, np.ascontiguousarray(H), np.ascontiguousarray(R), nu)
             if not check(sig):
                 return sig
         return self._update(nu, H, R)

@@ -26,6 +26,9 @@ previous instant (step = previous step + 1), and publishes the estimate with ste
 with step k + 1 as it answers the plant's state — reproducible. A plant reset (the step going back) re-initializes.
 
 Parameters: estimation/config.py (generated into config/estimator.yaml).
+QoS (reliable): readings and commands depth 1 in real time (a stalled process estimates from the newest reading and
+predicts over the gap instead of working through a backlog), 100 in lock-step; /flexarm/state_estimate depth 10
+(lock-step 100).
 """
 from __future__ import annotations
 
@@ -72,8 +75,12 @@ class EstimatorNode(Node):
         self.encoder = FlexStateEncoder(self.layout, FRAME_ID, ArmOutputs(model, 2))
         self.n_published = 0
         self.warn_last = {}
-        qos = QoSProfile(depth=100 if self.lockstep else 10, reliability=ReliabilityPolicy.RELIABLE)
-        self.pub = self.create_publisher(FlexState, '/flexarm/state_estimate', qos)
+        # readings: depth 1 in real time (a stalled process estimates from the newest reading, the gap predicted, not
+        # from a backlog), 100 in lock-step (every instant must be answered)
+        qos = QoSProfile(depth=100 if self.lockstep else 1, reliability=ReliabilityPolicy.RELIABLE)
+        self.pub = self.create_publisher(FlexState, '/flexarm/state_estimate',
+                                         QoSProfile(depth=100 if self.lockstep else 10,
+                                                    reliability=ReliabilityPolicy.RELIABLE))
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         # lock-step bookkeeping: instants to answer, the newest reading stamps, commands by step
         self._instants = collections.deque()
