@@ -67,6 +67,14 @@ def joseph_update(P, H, R, nu):
     return K @ nu, 0.5 * (Pn + Pn.T), sig
 
 
+def warm_kernels():
+    """Compile (first start after an install) or load the filter's kernels once, before the first reading."""
+    P, H, R, nu = np.eye(2), np.eye(2), np.eye(2), np.zeros(2)
+    propagate(P, P, P)
+    joseph_update(P, H, R, nu)
+    innovation_sigma(P, H, R, nu)
+
+
 @njit(cache=True)
 def innovation_sigma(P, H, R, nu):
     """largest |nu_i| / sqrt(S_ii), S = H P H^T + R."""

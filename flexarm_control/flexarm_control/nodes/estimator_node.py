@@ -46,12 +46,13 @@ from flexarm_sim.arms import arm_id
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.node import load_arm_model
 from flexarm_sim.plant.outputs import ArmOutputs
-from flexarm_sim.precompile import ensure_kernels
+from flexarm_sim.precompile import compile_lock, ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns
 
 from ..estimation.config import TABLE
+from ..estimation.filter import warm_kernels
 from ..estimation.runtime import EstimatorRuntime
 
 LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
@@ -69,6 +70,8 @@ class EstimatorNode(Node):
         self.model = model
         self.layout = ArmLayout.of(model, arm_id(path, model.spec.name))
         ensure_kernels(model, log=self.get_logger().info)
+        with compile_lock(self.get_logger().info):           # the filter's own kernels (estimation/filter.py)
+            warm_kernels()
         self.rt = rt = EstimatorRuntime(model, self.params.values, log=self.log)
         self.names = list(model.spec.joint_names)
         self.lockstep = self.params['lockstep']
