@@ -140,7 +140,11 @@ def test_emulator_exits_cleanly(phase, sig, tmp_path, ros_env):
         port = dxl.PortHandler(emu.port)
         assert port.openPort()
         try:
-            assert dxl.PacketHandler(2.0).ping(port, 1)[:2] == (1020, dxl.COMM_SUCCESS)
+            # serving: it answers a ping (the SDK waits ~34 ms per try; a loaded machine may schedule the emulator
+            # later than that, so wait for an answer — readiness, not the property under test)
+            deadline = time.monotonic() + 20.0
+            while dxl.PacketHandler(2.0).ping(port, 1)[:2] != (1020, dxl.COMM_SUCCESS):
+                assert time.monotonic() < deadline and emu.proc.poll() is None, 'the emulator never answered a ping'
             assert_clean_exit(emu, sig, f'emulator {phase}')
         finally:
             port.closePort()

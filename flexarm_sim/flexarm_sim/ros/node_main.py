@@ -52,12 +52,11 @@ def _resolve(factory):
 def run_node(factory, name: str, args=None, executor_factory=None) -> int:
     """Run `factory()` (a Node, optionally with start()/stop(); or 'module:attr' naming it) until SIGINT/SIGTERM;
     returns the exit code."""
-    sig = StopSignals().install()
-    print(f'{name}: starting', file=sys.stderr, flush=True)      # the signal handlers are in place from here on
-    node = executor = None
+    node = executor = rclpy = None
     code = 0
-    rclpy = None
-    try:
+    sig = StopSignals().install()
+    try:                                # a signal from here on raises Stop until sig.started()
+        print(f'{name}: starting', file=sys.stderr, flush=True)
         import rclpy
         from rclpy.signals import SignalHandlerOptions
         factory = _resolve(factory)
