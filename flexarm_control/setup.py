@@ -22,6 +22,7 @@ setup(
             'modal = flexarm_control.entry:modal',
             'computed_torque = flexarm_control.entry:computed_torque',
             'hardware_bridge = flexarm_control.entry:hardware_bridge',
+            'state_estimator = flexarm_control.entry:state_estimator',
             'dxl_emulator = flexarm_control.bridge.emulator:main',
         ],
     },

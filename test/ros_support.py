@@ -17,7 +17,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 CONFIG = os.path.join(ROOT, 'flexarm_bringup', 'config')
 NODES = {'plant': ('flexarm_sim', 'plant.yaml'), 'pd_servo': ('flexarm_control', 'controllers.yaml'),
          'modal': ('flexarm_control', 'controllers.yaml'), 'computed_torque': ('flexarm_control', 'controllers.yaml'),
-         'flex_joint_states': ('flexarm_bringup', None)}
+         'flex_joint_states': ('flexarm_bringup', None), 'state_estimator': ('flexarm_control', 'estimator.yaml')}
 
 
 def start_node(name, args, env, **kw):

@@ -72,3 +72,36 @@ def test_sim_launch_closes_the_loop(controller, time_mode, ros_env, tmp_path):
                 results[name] = (p.returncode, 0.0, p.communicate()[1])
     for name, (code, dt, err) in results.items():
         assert code == 0 and dt < EXIT_WITHIN_S and 'Traceback' not in err, (name, code, dt, err[-3000:])
+
+
+def test_sim_launch_with_the_estimator_closes_the_loop_from_the_estimate(ros_env, tmp_path):
+    """estimator:=strain (issue 17): sim.launch.py starts the plant with the sensor models, the state_estimator and the
+    modal controller fed its estimate; in lock-step the default move tracks as from the true state (bounds of the
+    test above) and every node stops cleanly."""
+    specs = launched_specs({'controller': 'modal', 'time_mode': 'lockstep', 'estimator': 'strain'})
+    assert [s.name for s in specs] == ['plant', 'state_estimator', 'modal']
+    plant, est, ctl = (s.overrides for s in specs)
+    assert plant['sensors.encoders.enabled'] and plant['sensors.strain.gauges'] == est['sensors.strain.gauges']
+    assert ctl['state_topic'] == '/flexarm/state_estimate' and est['lockstep'] and ctl['lockstep']
+    procs = {}
+    try:
+        for s in specs:
+            procs[s.name] = subprocess.Popen(command(s, str(tmp_path)), env=ros_env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        r = subprocess.run([sys.executable, '-m', 'flexarm_bringup.cli', 'run', '--attach', '--controller', 'modal',
+                            '--time-mode', 'lockstep', '--estimator', 'strain', '--duration', '3.5', '--json',
+                            '--quiet'], env=ros_env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        s = json.loads(r.stdout.strip().splitlines()[-1])
+        assert s['estimator'] == 'strain' and s['samples'] > 500
+        assert max(s['joint_rms_error_rad']) < 0.3, s
+        assert 0.05 < s['peak_tip_deflection_m'] < 0.5, s
+    finally:
+        results = {}
+        for name, p in procs.items():
+            if p.poll() is None:
+                results[name] = stop_cleanly(p, signal.SIGINT)
+            else:
+                results[name] = (p.returncode, 0.0, p.communicate()[1])
+    for name, (code, dt, err) in results.items():
+        assert code == 0 and dt < EXIT_WITHIN_S and 'Traceback' not in err, (name, code, dt, err[-3000:])

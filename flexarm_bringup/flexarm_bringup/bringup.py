@@ -15,8 +15,13 @@ from dataclasses import dataclass, field
 import yaml
 
 from flexarm_sim.arms import resolve_arm
+from flexarm_sim.sensors import PRESETS as SENSOR_SETS
+from flexarm_sim.sensors import preset_values
 
 CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
+ESTIMATORS = ('none',) + SENSOR_SETS      # estimator:= a sensor set (flexarm_sim.sensors.preset_values), or none
+ESTIMATE_TOPIC = '/flexarm/state_estimate'
+HARDWARE_ESTIMATORS = ('none', 'encoders')    # hardware measures joints only
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 SHAPERS = ('none', 'zv', 'zvd')
 DEFAULT_CONTROL_RATE = 500.0       # Hz: plant state rate = controller rate (closes the loop on 2 cores)
@@ -82,17 +87,23 @@ def _rate(value, what):
 
 
 def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime', rate='', control_rate='',
-              shaping='', plant_extra=None, controller_extra=None) -> list:
-    """The plant and one controller of sim.launch.py / `flexarm run` (empty strings keep the YAML's values).
+              shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none') -> list:
+    """The plant, the state estimator (estimator != 'none') and one controller of sim.launch.py / `flexarm run`
+    (empty strings keep the YAML's values).
 
     control_rate goes to both the plant's publish_rates.state and the controller's rate (one control rate);
-    with a controller, the plant holds the arm until its first command (wait_for_command)."""
+    with a controller, the plant holds the arm until its first command (wait_for_command). With an estimator
+    (a sensor set, flexarm_sim.sensors.preset_values): the plant models those sensors (/joint_states becomes the
+    encoders' reading, at the control rate), the state_estimator fuses them (config/estimator.yaml) and the
+    controller feeds back its estimate (state_topic)."""
     if controller not in CONTROLLERS + ('none',):
         raise ValueError(f'controller must be one of {", ".join(CONTROLLERS + ("none",))}, got {controller!r}')
     if time_mode not in TIME_MODES:
         raise ValueError(f'time_mode must be one of {", ".join(TIME_MODES)}, got {time_mode!r}')
     if shaping not in ('',) + SHAPERS:
         raise ValueError(f'shaping must be one of {", ".join(SHAPERS)}, got {shaping!r}')
+    if estimator not in ESTIMATORS:
+        raise ValueError(f'estimator must be one of {", ".join(ESTIMATORS)}, got {estimator!r}')
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     path = arm_path(arm)
     plant = {'arm': path, 'time_mode': time_mode, 'wait_for_command': controller != 'none'}
@@ -100,18 +111,62 @@ def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime
         plant['loop_rate'] = _rate(rate, 'rate')
     if control_rate not in ('', None):
         plant['publish_rates.state'] = _rate(control_rate, 'control_rate')
+    est = None
+    if estimator != 'none':
+        est, sensors = estimator_node(path, estimator, config, _rate(control_rate, 'control_rate')
+                                      if control_rate not in ('', None) else DEFAULT_CONTROL_RATE, time_mode)
     plant.update(plant_extra or {})
+    if est is not None:
+        plant.update(sensors)       # the estimator's tick: /joint_states at the control rate, whatever the extras say
     nodes = [NodeSpec('flexarm_sim', 'plant', 'plant', (os.path.join(config, 'plant.yaml'),), plant)]
+    if est is not None:
+        nodes.append(est)
     if controller != 'none':
         ctl = {'arm': path, 'use_sim_time': time_mode != 'realtime', 'lockstep': time_mode == 'lockstep'}
         if control_rate not in ('', None):
             ctl['rate'] = _rate(control_rate, 'control_rate')
         if shaping:
             ctl['shaping'] = shaping
+        if est is not None:
+            ctl['state_topic'] = ESTIMATE_TOPIC
         ctl.update(controller_extra or {})
         nodes.append(NodeSpec('flexarm_control', controller, controller,
                               (os.path.join(config, 'controllers.yaml'),), ctl))
     return nodes
+
+
+def estimator_node(path: str, sensor_set: str, config: str, rate: float, time_mode: str = 'realtime'):
+    """(the state_estimator's NodeSpec, the plant's sensor parameters) for a sensor set at control rate `rate`:
+    the plant samples every sensor at the control rate (its /joint_states is the estimator's tick). In lock-step the
+    estimator predicts with the stamped command (exactly what the plant applies over the period); in real time and
+    simtime with the drives' measured torque of /joint_states (input:=measured_effort): a command reaches the plant
+    somewhere within the period, after the transport, and predicting with the latest command then misplaces the torque
+    step by up to a period (measured over DDS: 25 resets in 20 s with the command, none with the measured torque)."""
+    from flexarm_sim.model import load_arm
+    values = preset_values(load_arm(path), sensor_set)
+    plant = dict(values, **{'publish_rates.joint_states': rate, 'sensors.strain.rate': rate,
+                            'sensors.accelerometer.rate': rate})
+    est = {'arm': path, 'rate': rate, 'use_sim_time': time_mode != 'realtime', 'lockstep': time_mode == 'lockstep',
+           'input': 'command' if time_mode == 'lockstep' else 'measured_effort',
+           'sensors.accelerometer.enabled': values['sensors.accelerometer.enabled'],
+           'sensors.accelerometer.rate': rate}
+    if values['sensors.strain.gauges']:
+        est['sensors.strain.gauges'] = values['sensors.strain.gauges']
+        plant['sensors.strain.gauges'] = values['sensors.strain.gauges']
+    else:
+        plant.pop('sensors.strain.gauges')      # [] is 'not set' in a parameter file anyway
+    return NodeSpec('flexarm_control', 'state_estimator', 'state_estimator',
+                    (os.path.join(config, 'estimator.yaml'),), est), plant
+
+
+def hardware_estimator(arm_file: str, rate: float):
+    """(the state_estimator's NodeSpec, the controller's extra overrides) for hardware: encoders only (the bridge
+    measures joints), at the bridge's loop_rate (each /joint_states reading is one period); the controller runs at
+    that rate too and feeds back the estimate."""
+    config = os.path.join(share_dir('flexarm_bringup'), 'config')
+    est = NodeSpec('flexarm_control', 'state_estimator', 'state_estimator', (os.path.join(config, 'estimator.yaml'),),
+                   {'arm': arm_file, 'rate': float(rate)})
+    return est, {'state_topic': ESTIMATE_TOPIC, 'rate': float(rate)}
 
 
 def package_installed(package: str) -> bool:
@@ -135,8 +190,8 @@ def require_package(package: str, why: str):
 
 
 def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_file='', port='', baud_rate='',
-                   controller_extra=None) -> list:
-    """The hardware bridge and one controller of hardware.launch.py.
+                   controller_extra=None, estimator: str = 'none') -> list:
+    """The hardware bridge, the state estimator (estimator='encoders') and one controller of hardware.launch.py.
 
     The bridge reads `params_file` (default config/hardware_bridge.yaml; `port` and `baud_rate`, when not empty,
     override the file's). One control rate: the bridge publishes a state per cycle, so the controller's rate is
@@ -147,6 +202,8 @@ def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_fi
         raise ValueError(f'controller must be one of {", ".join(CONTROLLERS + ("none",))}, got {controller!r}')
     if shaping not in ('',) + SHAPERS:
         raise ValueError(f'shaping must be one of {", ".join(SHAPERS)}, got {shaping!r}')
+    if estimator not in HARDWARE_ESTIMATORS:
+        raise ValueError(f'estimator must be one of {", ".join(HARDWARE_ESTIMATORS)}, got {estimator!r}')
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     params_file = params_file or os.path.join(config, 'hardware_bridge.yaml')
     bridge = load_yaml(params_file)                      # validated: a bad file is refused before anything starts
@@ -159,13 +216,19 @@ def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_fi
         except ValueError:
             raise ValueError(f'baud_rate must be an integer (bit/s), got {baud_rate!r}') from None
     nodes = [NodeSpec('flexarm_control', 'hardware_bridge', 'hardware_bridge', (params_file,), overrides)]
-    if controller != 'none':
+    if controller != 'none' or estimator != 'none':
         path = arm_path(arm)
         joints = list(load_arm(path).joint_names)
         if joints != bridge.names:
             raise ValueError(f'the arm {os.path.basename(path)} has joints {joints} but the bridge ({params_file}) '
                              f'drives {bridge.names}: give an arm whose joints are the bridge\'s joint_names')
+    extra = {}
+    if estimator != 'none':
+        est, extra = hardware_estimator(path, bridge['loop_rate'])
+        nodes.append(est)
+    if controller != 'none':
         ctl = {'arm': path, 'rate': float(bridge['loop_rate'])}
+        ctl.update(extra)
         if shaping:
             ctl['shaping'] = shaping
         ctl.update(controller_extra or {})

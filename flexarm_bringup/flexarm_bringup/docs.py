@@ -3,10 +3,11 @@
     python -m flexarm_bringup.docs           # check (exit 1 naming what is stale)
     python -m flexarm_bringup.docs --write   # regenerate
 
-Generated: config/plant.yaml and config/controllers.yaml (from the nodes' parameter tables) and the README blocks
-between `<!-- BEGIN <name>` and `<!-- END <name> -->`: arm-ranges (the arm schema's plausibility ranges),
-params-plant, params-controllers, params-bridge (the parameter tables). config/hardware_bridge.yaml is a hand-written
-example (wiring advice between the parameters); test_docs_generated checks it lists every parameter of the tables.
+Generated: config/plant.yaml, config/controllers.yaml and config/estimator.yaml (from the nodes' parameter tables)
+and the README blocks between `<!-- BEGIN <name>` and `<!-- END <name> -->`: arm-ranges (the arm schema's
+plausibility ranges), params-plant, params-controllers, params-estimator, params-bridge (the parameter tables).
+config/hardware_bridge.yaml is a hand-written example (wiring advice between the parameters); test_docs_generated
+checks it lists every parameter of the tables.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import sys
 
 from flexarm_control.bridge import config as bridge_config
 from flexarm_control.controller import config as controller_config
+from flexarm_control.estimation import config as estimator_config
 from flexarm_sim.model import spec
 from flexarm_sim.plant import config as plant_config
 
@@ -39,9 +41,11 @@ def bridge_markdown() -> str:
 
 
 FILES = {os.path.join(CONFIG, 'plant.yaml'): plant_config.render,
-         os.path.join(CONFIG, 'controllers.yaml'): controller_config.render}
+         os.path.join(CONFIG, 'controllers.yaml'): controller_config.render,
+         os.path.join(CONFIG, 'estimator.yaml'): estimator_config.render}
 README_BLOCKS = {'arm-ranges': spec.ranges_markdown, 'params-plant': plant_config.TABLE.render_markdown,
-                 'params-controllers': controllers_markdown, 'params-bridge': bridge_markdown}
+                 'params-controllers': controllers_markdown, 'params-bridge': bridge_markdown,
+                 'params-estimator': estimator_config.TABLE.render_markdown}
 
 
 def _block_re(name):

@@ -1,4 +1,4 @@
-"""`flexarm modes <arm.yaml> [--json] [--plot out.png] [--tolerance PCT]`: the modes of an arm.
+"""`flexarm modes <arm.yaml> [--json] [--plot out.png] [--tolerance PCT] [--sensors <set>]`: the modes of an arm.
 
 Per link: the natural frequencies of the link alone with its boundary condition (clamped at the joint,
 clamped-mass tip body from the outboard arm at the nominal configuration, or clamped-free). For the whole
@@ -9,6 +9,9 @@ the joint torque that holds it). Each whole-arm frequency and rate is compared w
 assumed mode in every bending plane / torsion of every flexible link (with_more_modes): the relative change is
 printed and a change beyond --tolerance (default 2 %) is flagged UNCONVERGED. The link-alone frequencies are the
 exact roots of each link's beam eigenproblem and need no such check.
+With --sensors (e.g. encoders,strain:shoulder@0.05,accel; flexarm_sim/model/sensing.py), which of the whole-arm
+modes that sensor set observes at the nominal configuration: rank and condition of the observability Gramian, and
+per mode the smallest standard deviation an estimator can reach (flexarm_sim/model/observability.py).
 """
 import argparse
 import json
@@ -39,6 +42,9 @@ def add_parser(sub):
     p.add_argument('--tolerance', metavar='PCT', type=_tolerance, default=DEFAULT_TOLERANCE_PCT,
                    help='relative change against one more mode per link above which a whole-arm frequency is '
                         f'flagged unconverged, in %% (default {DEFAULT_TOLERANCE_PCT:g})')
+    p.add_argument('--sensors', metavar='SET',
+                   help='sensor set, e.g. encoders,strain:shoulder@0.05,accel: which modes it observes')
+    p.add_argument('--rate', type=float, default=500.0, help='--sensors: sample rate, Hz (default 500)')
     p.set_defaults(func=run)
 
 
@@ -137,6 +143,14 @@ def mode_report(model, tolerance_pct=DEFAULT_TOLERANCE_PCT):
     return report
 
 
+def sensor_report(model, spec: str, rate: float) -> dict:
+    """The observability of the arm's modes from a sensor set (SensorSpecError naming a bad item)."""
+    from flexarm_sim.model.observability import observability
+    from flexarm_sim.model.sensing import SensorSet
+    rep = observability(model, SensorSet.parse(model, spec), dt=1.0 / rate)
+    return dict(rep.as_dict(), sensors=spec)
+
+
 def _fmt_change(e):
     if 'converged' not in e:
         return ''
@@ -186,6 +200,16 @@ def run(args):
         print(f'flexarm modes: {e}', file=sys.stderr)
         return 2
     report = mode_report(model, args.tolerance)
+    if getattr(args, 'sensors', None):
+        from flexarm_sim.model.sensing import SensorSpecError
+        if not args.rate > 0:
+            print('flexarm modes: --rate must be > 0', file=sys.stderr)
+            return 2
+        try:
+            report['observability'] = sensor_report(model, args.sensors, args.rate)
+        except SensorSpecError as e:
+            print(f'flexarm modes: --sensors: {e}', file=sys.stderr)
+            return 2
     if args.plot:
         plot_modes(model, args.plot)
         report['plot'] = args.plot
@@ -220,6 +244,24 @@ def run(args):
               + (f'{n} value{"s" if n != 1 else ""} (add modes per link)' if n else 'all converged'))
     else:
         print(f"  convergence not checked: {conv['why_not']}")
+    if 'observability' in report:
+        _print_observability(report['observability'])
     if args.plot:
         print(f'  mode shapes plotted to {args.plot}')
     return 0
+
+
+def _print_observability(o):
+    n = o['states']
+    cond = 'inf' if o['condition'] is None else f"{o['condition']:.3g}"
+    print(f"  sensors {o['sensors']} ({len(o['readings'])} readings, sampled every {1e3 * o['dt_s']:g} ms, over "
+          f"{o['horizon_s']:.3g} s):")
+    print(f"    observability Gramian: rank {o['rank']} of {n} states, condition {cond}"
+          + ('' if o['rank'] == n else f"  ({n - o['rank']} directions unobservable)"))
+    for m in o['modes']:
+        what = 'rigid-body mode' if m['rigid'] else f"{m['frequency_hz']:10.4f} Hz"
+        if m['observable']:
+            unit = 'rad' if m['rigid'] else 'm at the tip'
+            print(f"    {what:<16} observed, best estimate std {m['std']:.3g} {unit}")
+        else:
+            print(f"    {what:<16} NOT observable")

@@ -2,7 +2,7 @@
 
     flexarm run --arm deluca_two_link --controller modal --duration 6 [--rate 1000] [--control-rate 500]
                 [--time-mode realtime|simtime|lockstep] [--shaping zv] [--record out.mcap] [--plot out.png]
-                [--json] [--single-process] [--plant-servo]
+                [--json] [--single-process] [--plant-servo] [--estimator encoders|strain|strain_accel]
 
 The nodes are exactly those of `ros2 launch flexarm_bringup sim.launch.py` (flexarm_bringup.bringup.sim_nodes:
 the shipped config/plant.yaml and config/controllers.yaml with the same overrides), started as the installed
@@ -45,6 +45,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from flexarm_control.laws.pd import naganathan_gains
 from flexarm_control.nodes.controller_node import ControllerNode
+from flexarm_control.nodes.estimator_node import EstimatorNode
 from flexarm_msgs.msg import FlexState
 from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.common.params import ConfigError
@@ -56,13 +57,14 @@ from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import qos
 from flexarm_sim.ros.node_main import default_executor
 
-from .bringup import CONTROLLERS, TIME_MODES, command, sim_nodes
+from .bringup import CONTROLLERS, ESTIMATORS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
 from .plots import plot_run
 from .recorder import Recorder
 
 RECORDED_TOPICS = (
     ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
+    ('/flexarm/state_estimate', 'flexarm_msgs/msg/FlexState'),
     ('/joint_states', 'sensor_msgs/msg/JointState'),
     ('/effort_controller/commands', 'std_msgs/msg/Float64MultiArray'),
     ('/flexarm/reference', 'trajectory_msgs/msg/JointTrajectory'),
@@ -102,6 +104,10 @@ def add_parser(sub):
     p.add_argument('--plant-servo', action='store_true',
                    help="pd_servo only: the plant's joint servo (thesis gains, evaluated at the plant's sub-steps) "
                         'is the PD; the controller sends set-points and the rigid feed-forward')
+    p.add_argument('--estimator', default='none', choices=ESTIMATORS,
+                   help='the controller feeds back the state estimate from this sensor set (the plant models the '
+                        'sensors: encoders; + a strain gauge per flexible link; + a tip accelerometer); the summary is '
+                        'of the true state (sim.launch.py estimator:=)')
     p.set_defaults(func=run)
 
 
@@ -149,7 +155,8 @@ def node_specs(args, model=None):
         plant_extra.update({'servo.enabled': True, 'servo.kp': kp, 'servo.kv': kv})
         ctl_extra['command_interface'] = 'position'
     return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
-                     shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra)
+                     shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
+                     estimator=getattr(args, 'estimator', 'none'))
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -220,6 +227,7 @@ class RunnerNode:
         self.hot = HotSubscription(node, FlexState, '/flexarm/state', qos(1000))
         self.hot_loop = HotLoop(self.hot, self._on_state, 'runner-states')
         self.hot_loop.start()
+        self.estimator_diag = {}
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
 
@@ -246,7 +254,9 @@ class RunnerNode:
         for st in msg.status:
             vals = {kv.key: kv.value for kv in st.values}
             with self.lock:
-                if st.name.startswith('flexarm_control/'):
+                if st.name == 'flexarm_control/state_estimator':
+                    self.estimator_diag = dict(vals, _message=st.message)
+                elif st.name.startswith('flexarm_control/'):
                     self.controller_diag = vals
                 elif 'plant' in st.name:
                     self.plant_diag = dict(vals, _message=st.message)
@@ -445,7 +455,7 @@ def _run(args, progress, tmpdir):
         if args.record:
             recorder = Recorder(node, args.record, RECORDED_TOPICS,
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
-        names = ' and '.join(s.name for s in specs)
+        names = ', '.join(s.name for s in specs)
         if args.attach:
             progress.line(f'attaching to the running {names}')
         elif args.single_process:
@@ -489,7 +499,8 @@ def _compose(specs, tmpdir):
     for s in specs:
         argv = command(s, tmpdir)
         cli = argv[argv.index('--ros-args'):]
-        node = PlantNode(cli_args=cli) if s.package == 'flexarm_sim' else ControllerNode(s.name, cli_args=cli)
+        node = PlantNode(cli_args=cli) if s.package == 'flexarm_sim' else EstimatorNode(cli_args=cli) \
+            if s.executable == 'state_estimator' else ControllerNode(s.name, cli_args=cli)
         node.start()
         out.append(node)
     return out
@@ -604,8 +615,10 @@ def _drive(args, model, runner, procs, recorder, progress):
         arrays = {k: v.copy() for k, v in runner.samples.arrays().items()}
         diag = dict(runner.plant_diag)
         cdiag = dict(runner.controller_diag)
+        ediag = dict(runner.estimator_diag)
     summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag)
-    summary.update({'arm': model.spec.name, 'duration_s': args.duration, 'rate_hz': args.rate,
+    summary.update({'arm': model.spec.name, 'estimator': args.estimator, 'duration_s': args.duration,
+                    'rate_hz': args.rate,
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
                     'single_process': bool(args.single_process), 'move_deg': args.angle,
                     'move_time_s': args.move_time, 'states_rejected': runner.rejected,
@@ -613,6 +626,8 @@ def _drive(args, model, runner, procs, recorder, progress):
                     'sample_stride': runner.samples.stride, 'run_wall_s': round(wall, 3),
                     'steps_per_wall_s': round(args.duration * args.rate / wall, 1),
                     'cpu_percent_of_a_core': cpu})
+    if args.estimator != 'none':
+        summary.update(estimator_resets=_num(ediag.get('resets')), estimator_status=ediag.get('_message', ''))
     if recorder is not None:
         summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
     if args.plot:
@@ -637,7 +652,8 @@ def _print_summary(s):
         if isinstance(v, list):
             return '[' + ', '.join(f'{scale * x:.{digits}g}' for x in v) + ']' + unit
         return f'{scale * v:.{digits}g}{unit}'
-    print(f"flexarm run: {s['arm']} with {s['controller']} (shaping {s['shaping']}), "
+    est = '' if s.get('estimator', 'none') == 'none' else f", from the estimate ({s['estimator']})"
+    print(f"flexarm run: {s['arm']} with {s['controller']}{est} (shaping {s['shaping']}), "
           f"{s['move_deg']:g} deg cycloidal move in {s['move_time_s']:g} s, {s['duration_s']:g} s")
     print(f"  plant rate achieved   {fmt(s['achieved_rate_hz'], ' Hz')}  (target {s['rate_hz']:g} Hz), "
           f"overruns {fmt(s['overruns'])}, skipped periods {fmt(s['skipped_periods'])}")

@@ -3,6 +3,7 @@
     ros2 launch flexarm_bringup hardware.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                                    [shaping:=none|zv|zvd] [rviz:=true|false]
                                                    [params_file:=<bridge yaml>] [port:=<device>] [baud_rate:=<bps>]
+                                                   [estimator:=none|encoders]
 
 Which nodes start with which parameters is flexarm_bringup.bringup.hardware_nodes: the bridge (flexarm_control
 `hardware_bridge`) with `params_file` (default config/hardware_bridge.yaml: port, servo ids, joint names, limits,
@@ -11,6 +12,9 @@ joints-only /flexarm/state and applies /effort_controller/commands; the controll
 the arm given here (its joints must be the bridge's joint_names: refused before anything starts otherwise) and
 the bridge's loop_rate as its rate (one state per bridge cycle). Hardware has no modal state, so rviz:=true shows
 the URDF with rigid links (segments:=0) driven directly by /joint_states; without rviz2 it refuses to start.
+estimator:=encoders starts the state_estimator on the bridge's /joint_states and the commanded effort (at the
+bridge's loop_rate, config/estimator.yaml) and the controller feeds back its estimate of the modal state (modal
+control on hardware).
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
@@ -28,7 +32,7 @@ def _actions(context):
     if rviz:
         require_package('rviz2', 'rviz:=true')      # refuse before anything starts
     specs = hardware_nodes(arg('arm'), arg('controller'), arg('shaping'), arg('params_file'), arg('port'),
-                           arg('baud_rate'))
+                           arg('baud_rate'), estimator=arg('estimator'))
     actions = [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
                     parameters=list(s.params_files) + ([s.overrides] if s.overrides else [])) for s in specs]
     if rviz:
@@ -56,5 +60,8 @@ def generate_launch_description():
                               description="serial device of the servo bus (empty: the parameter file's `port`)"),
         DeclareLaunchArgument('baud_rate', default_value='',
                               description="bus baud rate, bit/s (empty: the parameter file's `baud_rate`)"),
+        DeclareLaunchArgument('estimator', default_value='none', choices=['none', 'encoders'],
+                              description="encoders: the controller feeds back the state_estimator's modal estimate "
+                                          'from the joint encoders and the commanded effort'),
         OpaqueFunction(function=_actions),
     ])

@@ -3,11 +3,15 @@
     ros2 launch flexarm_bringup sim.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                               [time_mode:=realtime|simtime|lockstep] [rate:=<Hz>] [control_rate:=<Hz>]
                                               [shaping:=none|zv|zvd] [rviz:=true|false]
+                                              [estimator:=none|encoders|strain|strain_accel]
 
 Which nodes start with which parameters is flexarm_bringup.bringup.sim_nodes (the same as `flexarm run`):
 config/plant.yaml and config/controllers.yaml, overridden by `arm` (plant and controller), `time_mode`,
 `rate` (plant loop_rate), `control_rate` (plant publish_rates.state AND controller rate: one control rate) and
 `shaping`; an empty value keeps the YAML file's. In simtime/lockstep the controller (and rviz) run on /clock.
+estimator:=<sensor set> also starts the state_estimator (config/estimator.yaml): the plant models those sensors
+(encoders; + a strain gauge per flexible link; + a tip accelerometer) and the controller feeds back
+/flexarm/state_estimate instead of the plant's true /flexarm/state.
 rviz:=true includes view.launch.py; without rviz2 installed it refuses before starting anything.
 """
 from launch import LaunchDescription
@@ -16,7 +20,8 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from flexarm_bringup.bringup import CONTROLLERS, SHAPERS, TIME_MODES, require_package, share_dir, sim_nodes
+from flexarm_bringup.bringup import (CONTROLLERS, ESTIMATORS, SHAPERS, TIME_MODES, require_package, share_dir,
+                                     sim_nodes)
 
 
 def _actions(context):
@@ -26,7 +31,7 @@ def _actions(context):
     if rviz:
         require_package('rviz2', 'rviz:=true')      # refuse before anything starts
     specs = sim_nodes(arg('arm'), arg('controller'), arg('time_mode'), rate=arg('rate'),
-                      control_rate=arg('control_rate'), shaping=arg('shaping'))
+                      control_rate=arg('control_rate'), shaping=arg('shaping'), estimator=arg('estimator'))
     actions = [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
                     parameters=list(s.params_files) + [s.overrides]) for s in specs]
     if rviz:
@@ -54,5 +59,8 @@ def generate_launch_description():
                               description='input shaping of the reference (empty: config/controllers.yaml)'),
         DeclareLaunchArgument('rviz', default_value='false', choices=['true', 'false'],
                               description='start rviz2 (view.launch.py)'),
+        DeclareLaunchArgument('estimator', default_value='none', choices=list(ESTIMATORS),
+                              description='the controller feeds back the state_estimator\'s estimate from this sensor '
+                                          'set (the plant models the sensors); none: the plant\'s true state'),
         OpaqueFunction(function=_actions),
     ])

@@ -35,6 +35,21 @@ def test_modes_text_and_bad_file():
     assert r.returncode == 2 and 'No such file' in r.stderr
 
 
+def test_modes_with_sensors_reports_what_they_observe():
+    """--sensors: the horizontal De Luca arm's tip accelerometer alone cannot see the rigid-body modes (rotations about
+    gravity); with the encoders every mode is observed. A bad sensor item is named (exit 2)."""
+    arm = os.path.join(ARMS, 'deluca_two_link.yaml')
+    r = _flexarm('modes', arm, '--json', '--sensors', 'accel')
+    assert r.returncode == 0, r.stderr
+    o = json.loads(r.stdout)['observability']
+    assert (o['rank'], o['states']) == (8, 12)
+    assert [m['observable'] for m in o['modes']] == [False, False, True, True, True, True]
+    r = _flexarm('modes', arm, '--sensors', 'encoders,strain:shoulder@0.025,strain:elbow@0.025')
+    assert r.returncode == 0, r.stderr
+    assert 'rank 12 of 12 states' in r.stdout and 'NOT observable' not in r.stdout
+    r = _flexarm('modes', arm, '--sensors', 'encoders,strain:wrist@0.1')
+    assert r.returncode == 2 and "no link 'wrist'" in r.stderr
+
 # ------------------------------------------------------------------------------------------ in-process
 def _modes_in_process(capsys, *args):
     from flexarm_bringup import cli

@@ -112,6 +112,14 @@ def _perform(value, ctx):
     return str(value)
 
 
+def _param_value(v, ctx):
+    """A Node parameter dictionary's value as launch_ros normalizes it: a substitution, or a list holding one, is
+    one string; a list of plain values stays a list (string arrays, float arrays)."""
+    if isinstance(v, (list, tuple)):
+        return _perform(v, ctx) if any(hasattr(x, 'perform') for x in v) else list(v)
+    return _perform(v, ctx) if hasattr(v, 'perform') else v
+
+
 def _truthy(s):
     s = s.strip()
     if s in ('true', 'True', '1', 'on'):
@@ -331,8 +339,7 @@ def evaluate(path, args=None, depth=0):
                 params = []
                 for p in e.parameters:
                     if isinstance(p, dict):
-                        params.append({k: (_perform(v, ctx) if hasattr(v, 'perform') or isinstance(v, list)
-                                           else v) for k, v in p.items()})
+                        params.append({k: _param_value(v, ctx) for k, v in p.items()})
                     else:
                         params.append(_perform(p, ctx))
                 nodes.append({'package': _perform(e.package, ctx), 'executable': _perform(e.executable, ctx),
@@ -383,11 +390,45 @@ def _all_runs():
     runs += [('sim.launch.py', {'rviz': 'true', 'time_mode': 'simtime', 'rate': '500', 'shaping': 'zv',
                                 'arm': 'spatial_3r', 'control_rate': '250'}),
              ('sim.launch.py', {'time_mode': 'lockstep'}),
+             ('sim.launch.py', {'controller': 'modal', 'time_mode': 'simtime', 'estimator': 'strain_accel'}),
+             ('sim.launch.py', {'controller': 'none', 'estimator': 'encoders', 'control_rate': '250'}),
+             ('hardware.launch.py', {'controller': 'modal', 'estimator': 'encoders'}),
              ('hardware.launch.py', {'rviz': 'true', 'shaping': 'zvd'}),
              ('hardware.launch.py', {'port': '/dev/ttyACM0', 'baud_rate': '4000000'}),
              ('view.launch.py', {}), ('view.launch.py', {'urdf': 'true', 'segments': '4'}),
              ('view.launch.py', {'urdf': 'true', 'flex_joint_states': 'false'})]
     return runs
+
+
+def _check_estimator(name, args, by_name, ctrl):
+    """estimator:= (issue 17): the state_estimator and the controller fed its estimate, at one rate; in simulation the
+    plant models the estimator's sensors (/joint_states at that rate: the estimator's tick); on hardware the rate is
+    the bridge's loop_rate."""
+    est = args.get('estimator', 'none')
+    assert ('state_estimator' in by_name) == (est != 'none')
+    if est == 'none':
+        for c in ctrl:
+            assert 'state_topic' not in _overrides(by_name[c])
+        return
+    eo = _overrides(by_name['state_estimator'])
+    for c in ctrl:
+        assert _overrides(by_name[c])['state_topic'] == '/flexarm/state_estimate'
+        if name == 'hardware.launch.py':
+            assert _overrides(by_name[c])['rate'] == eo['rate']
+    if name == 'sim.launch.py':
+        po = _overrides(by_name['plant'])
+        assert po['sensors.encoders.enabled'] is True
+        assert po.get('sensors.strain.gauges', []) == eo.get('sensors.strain.gauges', [])
+        assert po['sensors.accelerometer.enabled'] == eo['sensors.accelerometer.enabled'] == (est == 'strain_accel')
+        assert po['publish_rates.joint_states'] == eo['rate'] == float(args.get('control_rate', 500.0))
+        assert eo['lockstep'] == (args.get('time_mode') == 'lockstep')
+        assert eo['input'] == ('command' if eo['lockstep'] else 'measured_effort')
+        if est != 'encoders':
+            gauges = eo['sensors.strain.gauges']
+            assert len(gauges) == 2 and all(isinstance(g, str) for g in gauges)
+    else:
+        bridge = yaml.safe_load(open(os.path.join(PKG, 'config', 'hardware_bridge.yaml'), encoding='utf-8'))
+        assert eo['rate'] == bridge['hardware_bridge']['ros__parameters']['loop_rate']
 
 
 @pytest.mark.parametrize('name,args', _all_runs())
@@ -439,6 +480,7 @@ def test_wiring(name, args):
         for c in ctrl:
             assert _overrides(by_name[c]).get('shaping') == args.get('shaping')
         assert ('rviz2' in by_name) == (args.get('rviz') == 'true')
+        _check_estimator(name, args, by_name, ctrl)
     if name == 'hardware.launch.py' and args.get('rviz') == 'true':
         rsp = by_name['robot_state_publisher']
         assert ' -K 0' in _overrides(rsp)['robot_description']

@@ -34,7 +34,13 @@ def hardware_bridge(args=None):
     exit_process(run_node('flexarm_control.bridge.ros_node:BridgeNode', 'hardware_bridge', args))
 
 
+def state_estimator(args=None):
+    """`state_estimator`: modal state estimate from the encoders, the commanded torque and the optional strain gauges
+    and tip accelerometer (nodes/estimator_node.py)."""
+    exit_process(run_node('flexarm_control.nodes.estimator_node:EstimatorNode', 'state_estimator', args))
+
+
 if __name__ == '__main__':
     sys.exit({'pd_servo': pd_servo, 'modal': modal, 'computed_torque': computed_torque,
-              'hardware_bridge': hardware_bridge}[sys.argv[1]](
+              'hardware_bridge': hardware_bridge, 'state_estimator': state_estimator}[sys.argv[1]](
         sys.argv[2:] or None))

@@ -48,28 +48,9 @@ import math
 import numpy as np
 import scipy.linalg
 
+from flexarm_sim.model.equilibrium import static_equilibrium  # noqa: F401  (re-exported: laws API)
+
 from .base import ControlLaw, rigid_model_of
-
-
-def static_equilibrium(model, q, iterations=6):
-    """(z_eq, tau_eq): deflections in static equilibrium at joint angles q and the holding joint torques."""
-    from flexarm_sim.model import linearize
-    N = model.n_coords
-    qi, mi = np.asarray(model.q_index), np.asarray(model.mode_index)
-    z = np.zeros(N)
-    z[qi] = q
-    zero_v, zero_t = np.zeros(N), np.zeros(model.n_joints)
-    if mi.size:
-        r = model.rhs(z, zero_v, zero_t)[mi]
-        if np.max(np.abs(r)) > 0:
-            K = linearize(model, z).stiffness[np.ix_(mi, mi)]
-            for _ in range(iterations):
-                z[mi] += np.linalg.solve(K, r)
-                r = model.rhs(z, zero_v, zero_t)[mi]
-                if np.max(np.abs(r)) < 1e-12 * (1 + np.max(np.abs(np.diag(K)))):
-                    break
-    tau = -model.rhs(z, zero_v, zero_t)[qi]
-    return z, tau
 
 
 def tip_jacobian(model, z, eps=1e-6):

@@ -1,6 +1,7 @@
 """ROS 2 controller nodes `pd_servo`, `modal`, `computed_torque`: adapters over controller/runtime.py.
 
-Topics: subscribes /flexarm/state (flexarm_msgs/FlexState, decoded by flexarm_sim.ros.flexstate; states of another
+Topics: subscribes `state_topic` (default /flexarm/state; /flexarm/state_estimate: the state_estimator's)
+(flexarm_msgs/FlexState, decoded by flexarm_sim.ros.flexstate; states of another
 arm or that do not fit are refused and counted) and /flexarm/reference (trajectory_msgs/JointTrajectory, checked
 against the arm's joint limits; a refused one keeps the previous reference); publishes
 /effort_controller/commands (std_msgs/Float64MultiArray, arm joint order), /diagnostics and, in lock-step,
@@ -67,7 +68,7 @@ class ControllerNode(Node):
         # the data path: states taken raw by a thread of their own (ros/hotpath.py: no executor in the way), decoded
         # in place (FlexStateDecoder), answered at once; real time keeps only the newest state, lock-step every one
         self._lock = threading.Lock()          # the runtime: hot thread (states) vs. executor (references, params)
-        self.hot = HotSubscription(self, FlexState, '/flexarm/state', qos(100 if self.lockstep else 1))
+        self.hot = HotSubscription(self, FlexState, self.params['state_topic'], qos(100 if self.lockstep else 1))
         self.hot_loop = HotLoop(self.hot, self._on_state, f'{kind}-states',
                                 on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
         self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos(10))

@@ -153,6 +153,22 @@ class float_list(Check):
         return out
 
 
+class string_list(Check):
+    """A list of non-empty strings (e.g. sensor descriptions)."""
+
+    text = 'list of strings'
+
+    def __call__(self, value, name):
+        if isinstance(value, (str, bytes)) or not hasattr(value, '__iter__'):
+            raise ConfigError(name, f'expected a list of strings, got {value!r}')
+        out = []
+        for i, x in enumerate(value):
+            if not isinstance(x, str) or not x.strip():
+                raise ConfigError(f'{name}[{i}]', f'expected a non-empty string, got {x!r}')
+            out.append(x.strip())
+        return out
+
+
 @dataclass(frozen=True)
 class Param:
     default: object           # a value, or DERIVED (the node computes it from the arm; `doc` says how)
@@ -276,14 +292,18 @@ def _copy(v):
 
 
 def _is_list_param(p: Param) -> bool:
-    return isinstance(p.check, float_list) or isinstance(p.default, list)
+    return isinstance(p.check, (float_list, string_list)) or isinstance(p.default, list)
 
 
 def _yaml_scalar(v) -> str:
     if isinstance(v, bool):
         return 'true' if v else 'false'
     if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ('.inf' if v > 0 else '-.inf')
+        if not math.isfinite(v):
+            return '.inf' if v > 0 else '-.inf'
+        r = repr(v)
+        # YAML 1.1 (PyYAML) reads '2e-06' as a string: a float in exponent form needs a mantissa with a dot
+        return r.replace('e', '.0e', 1) if 'e' in r and '.' not in r else r
     if isinstance(v, (list, tuple)):
         return '[' + ', '.join(_yaml_scalar(x) for x in v) + ']'
     if isinstance(v, str):

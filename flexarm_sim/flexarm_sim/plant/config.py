@@ -13,7 +13,8 @@ import sys
 import numpy as np
 
 from ..common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list, float_range,
-                             integer, string)
+                             integer, string, string_list)
+from ..sensors import DEFAULTS as SENSOR_DEFAULTS
 
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 INTEGRATORS = ('rk4', 'midpoint')
@@ -86,6 +87,52 @@ TABLE = ParamTable('plant', {
     'lockstep.republish_period': Param(0.5, float_range(lo=0.01, hi=60.0),
                                        's wall: re-send the current state while waiting for a command',
                                        runtime=True),
+    # ---------------------------------------------------------------- sensor models (flexarm_sim/sensors.py)
+    'sensors.seed': Param(0, integer(lo=0, hi=2 ** 31 - 1), 'seed of the sensors\' noise (reproducible runs)'),
+    'sensors.encoders.enabled': Param(False, boolean(),
+                                      '/joint_states carries what encoders and drives measure (quantized angle, the '
+                                      'drive\'s velocity, measured torque) instead of the true joint state; sampled '
+                                      'at publish_rates.joint_states (lockstep: every control instant)'),
+    'sensors.encoders.counts_per_rev': Param(SENSOR_DEFAULTS['encoders.counts_per_rev'], integer(lo=0, hi=2 ** 31),
+                                             'encoder counts per revolution (Dynamixel X: 4096); 0 = not quantized'),
+    'sensors.encoders.noise': Param(SENSOR_DEFAULTS['encoders.noise'], float_range(lo=0.0, hi=1.0),
+                                    'rad, std of Gaussian noise before quantization'),
+    'sensors.encoders.velocity_resolution': Param(SENSOR_DEFAULTS['encoders.velocity_resolution'],
+                                                  float_range(lo=0.0, hi=10.0),
+                                                  'rad/s, step of the drive\'s velocity (Dynamixel: 0.229 rpm); 0 = '
+                                                  'exact'),
+    'sensors.effort.noise': Param(SENSOR_DEFAULTS['effort.noise'], float_range(lo=0.0, hi=1e4),
+                                  'N m, std of the measured joint torque\'s noise (with sensors.encoders.enabled)'),
+    'sensors.effort.resolution': Param(SENSOR_DEFAULTS['effort.resolution'], float_range(lo=0.0, hi=1e4),
+                                       'N m, quantization of the measured torque (Dynamixel XM430: 0.0048); 0 = none'),
+    'sensors.strain.gauges': Param(DERIVED, string_list(),
+                                   'strain gauges, each \'<link>@<x m>[:in_plane|out_of_plane][:c=<m>]\' (link: joint '
+                                   'name, <joint>_link or index); published on /flexarm/strain '
+                                   '(flexarm_msgs/StrainGauges); not set = none'),
+    'sensors.strain.distance': Param(SENSOR_DEFAULTS['strain.distance'], float_range(lo=0.0, lo_open=True, hi=1.0),
+                                     'm, distance c of a gauge from the neutral axis (strain = c w\'\'), unless its '
+                                     'description gives one'),
+    'sensors.strain.noise': Param(SENSOR_DEFAULTS['strain.noise'], float_range(lo=0.0, hi=1.0),
+                                  'strain (m/m), std of the Gaussian noise per sample'),
+    'sensors.strain.bias': Param(DERIVED, float_list(lo=-1.0, hi=1.0),
+                                 'strain (m/m), constant offset per gauge (or one for all); not set = zeros'),
+    'sensors.strain.bandwidth': Param(SENSOR_DEFAULTS['strain.bandwidth'], float_range(lo=0.0, hi=1e5),
+                                      'Hz, first-order low-pass of the amplifier; 0 = none'),
+    'sensors.strain.rate': Param(SENSOR_DEFAULTS['strain.rate'], float_range(lo=0.0, lo_open=True, hi=MAX_LOOP_RATE),
+                                 'Hz, at most loop_rate (lockstep: the control rate publish_rates.state)'),
+    'sensors.accelerometer.enabled': Param(False, boolean(),
+                                           'tip accelerometer (specific force in the tip frame) on /flexarm/tip_imu '
+                                           '(sensor_msgs/Imu, linear acceleration only)'),
+    'sensors.accelerometer.noise_density': Param(SENSOR_DEFAULTS['accelerometer.noise_density'],
+                                                 float_range(lo=0.0, hi=100.0), 'm/s^2/sqrt(Hz), white noise density'),
+    'sensors.accelerometer.bandwidth': Param(SENSOR_DEFAULTS['accelerometer.bandwidth'], float_range(lo=0.0, hi=1e5),
+                                             'Hz, first-order low-pass; 0 = none'),
+    'sensors.accelerometer.range': Param(SENSOR_DEFAULTS['accelerometer.range'],
+                                         float_range(lo=0.0, lo_open=True, hi=1e4),
+                                         'm/s^2, readings saturate at +-range (16 g)'),
+    'sensors.accelerometer.rate': Param(SENSOR_DEFAULTS['accelerometer.rate'],
+                                        float_range(lo=0.0, lo_open=True, hi=MAX_LOOP_RATE),
+                                        'Hz, at most loop_rate (lockstep: the control rate publish_rates.state)'),
 })
 
 HEADER = """Parameters of the flexarm plant node (flexarm_sim `plant`), generated from flexarm_sim/plant/config.py.
@@ -100,7 +147,8 @@ def derived_values(values: dict, model) -> dict:
     return {'initial.position': [0.0] * n, 'initial.velocity': [0.0] * n,
             'initial.modal_position': [0.0] * nm, 'initial.modal_velocity': [0.0] * nm,
             'servo.kp': [0.0] * n, 'servo.kv': [0.0] * n,
-            'effort_limits': [float(j.effort_limit) for j in model.spec.joints]}
+            'effort_limits': [float(j.effort_limit) for j in model.spec.joints],
+            'sensors.strain.gauges': [], 'sensors.strain.bias': []}
 
 
 def check_against_arm(values: dict, model):
@@ -129,6 +177,7 @@ def check_against_arm(values: dict, model):
         if not (s > 0 and abs(ratio - round(ratio)) < 1e-9):
             raise ConfigError('publish_rates.state', f'lockstep: the control rate ({s:g} Hz) must divide loop_rate '
                                                      f'({rate:g} Hz) into whole steps')
+    check_sensors(values, model)
     if values['servo.enabled']:
         if values['time_mode'] == 'lockstep':
             raise ConfigError('servo.enabled', 'not available in lockstep (position commands are not stamped)')
@@ -137,6 +186,23 @@ def check_against_arm(values: dict, model):
             if v is DERIVED or len(v) != n:
                 raise ConfigError(name, f'servo.enabled needs {n} values, got '
                                         f'{"none" if v is DERIVED else len(v)}')
+
+
+def check_sensors(values: dict, model):
+    """The sensor models fit the arm (gauge descriptions, biases) and the rates: at most loop_rate; in lockstep every
+    sensor is sampled at the control instants, so its rate must be the control rate."""
+    from ..sensors import SensorConfig
+    cfg = SensorConfig.from_values(model, values)
+    rate = values['loop_rate']
+    for name, on in (('sensors.strain.rate', bool(cfg.gauges)), ('sensors.accelerometer.rate', cfg.accelerometer)):
+        if not on:
+            continue
+        if values[name] > rate:
+            raise ConfigError(name, f'{values[name]:g} Hz exceeds loop_rate ({rate:g} Hz)')
+        if values['time_mode'] == 'lockstep' and values[name] != values['publish_rates.state']:
+            raise ConfigError(name, f'lockstep samples every sensor at the control instants: set it to '
+                                    f'publish_rates.state ({values["publish_rates.state"]:g} Hz)')
+    return cfg
 
 
 def resolved(values: dict, model) -> dict:

@@ -18,9 +18,14 @@ with a throttled warning and the previous command stays in force (commands.py).
 Services: /flexarm/reset (flexarm_msgs/srv/SetState: the initial state, or a given state within the joint limits
 and the divergence bounds; restarts at step 0, recovers from divergence); /flexarm/pause (std_srvs/srv/SetBool).
 
-QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10 (lockstep 500), /flexarm/markers 5, /diagnostics 10,
-/clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
-/flexarm/effort_command 100.
+Sensor models (`sensors.*`, flexarm_sim/sensors.py): with sensors.encoders.enabled /joint_states carries the
+encoders' and drives' readings instead of the true joint state; strain gauges on /flexarm/strain
+(flexarm_msgs/StrainGauges), the tip accelerometer on /flexarm/tip_imu (sensor_msgs/Imu), each stamped with its
+sample instant (encoding: ros/sensors.py).
+
+QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10 (lockstep 500), /flexarm/markers 5,
+/diagnostics 10, /clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
+/flexarm/effort_command 100, /flexarm/strain 10, /flexarm/tip_imu 10.
 """
 from __future__ import annotations
 
@@ -31,12 +36,12 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 from visualization_msgs.msg import MarkerArray
 
-from flexarm_msgs.msg import FlexState, JointEffortCommand
+from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
 from flexarm_msgs.srv import SetState
 
 from ..arms import arm_id, load_arm_model
@@ -47,6 +52,7 @@ from ..ros.flexstate import FlexStateEncoder
 from ..ros.hotpath import HotSubscription
 from ..ros.parameters import NodeParams, warn_unmatched_params_files
 from ..ros.messages import CommandReader, JointStateEncoder, diagnostics, qos, stamp
+from ..ros.sensors import SensorEncoder
 from . import config
 from .outputs import ArmOutputs
 from .raw_markers import MarkerEncoder, markers_from_geometry
@@ -89,6 +95,7 @@ class PlantNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
         self.pub_clock = self.create_publisher(Clock, '/clock', qos(10)) if self.mode != 'realtime' else None
         self._clock_msg = Clock()
+        self._sensor_publishers(rt)
         # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader); the loop thread takes
         # the torque commands itself at every tick (ros/hotpath.py: no executor callback per command)
         self.hot_effort = HotSubscription(self, Float64MultiArray, '/effort_controller/commands', qos(10))
@@ -108,6 +115,19 @@ class PlantNode(Node):
             f'{rt.cfg["publish_rates.state"]:g} Hz'
             + (f'; joint servo kp {rt.cfg["servo.kp"]} kv {rt.cfg["servo.kv"]} ({rt.core.servo.substeps} '
                'sub-steps)' if rt.core.servo is not None else ''))
+
+    def _sensor_publishers(self, rt):
+        """Topics of the sensor models (flexarm_sim/sensors.py): /joint_states (measured), /flexarm/strain,
+        /flexarm/tip_imu."""
+        self.sensor_enc = self.pub_strain = self.pub_imu = None
+        sn = rt.sensors
+        if sn is None:
+            return
+        self.sensor_enc = SensorEncoder(self.model, sn.cfg, self.arm_id, accel_variance=sn.accel_variance)
+        if sn.cfg.gauges:
+            self.pub_strain = self.create_publisher(StrainGauges, '/flexarm/strain', qos(10))
+        if sn.cfg.accelerometer:
+            self.pub_imu = self.create_publisher(Imu, '/flexarm/tip_imu', qos(10))
 
     def _marker_encoder(self, trail_length, line_lengths=None):
         enc = self.marker_encoders.get(trail_length)
@@ -153,6 +173,15 @@ class PlantNode(Node):
 
     def state(self, z, zd, tau, step, t_ns):
         self.pub_state.publish(self.state_encoder.fill(z, zd, tau, step, t_ns))
+
+    def sensors(self, s):
+        enc = self.sensor_enc
+        if s.joints is not None:
+            self.pub_js.publish(enc.joint_state(*s.joints, s.t_ns))
+        if s.strain is not None:
+            self.pub_strain.publish(enc.strain_gauges(s.strain, s.strain_variance, s.step, s.t_ns))
+        if s.accel is not None:
+            self.pub_imu.publish(enc.accelerometer(s.accel, s.t_ns))
 
     def clock(self, t_ns):
         if self.pub_clock is not None:

@@ -24,6 +24,8 @@ Sink interface (called from the loop thread unless noted):
     take_command(timeout_s) -> (step, stamp_ns, efforts) | None     optional, lock-step: the next stamped command
                                                                     straight from the transport; wake_commands()
                                                                     makes a pending take return (any thread)
+    sensors(sample)                               sensor readings (flexarm_sim/sensors.py SensorSample): with
+                                                  sensors.encoders.enabled they replace joint_state
     markers(joints, lines, tip, trail, t_ns)      output thread
     diagnostics(level, message, values)           output thread ('ok' | 'warn' | 'error')
     log(level, message)                           any thread ('info' | 'warn' | 'error')
@@ -41,7 +43,8 @@ import numpy as np
 
 from ..common.commands import Throttle
 from .commands import CommandGate, LockstepInbox
-from .config import ConfigError, check_against_arm
+from ..sensors import SimulatedSensors
+from .config import ConfigError, check_against_arm, check_sensors
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
 from ..common.scheduler import FixedRateScheduler, set_timer_slack
@@ -98,6 +101,11 @@ class PlantRuntime:
         self._snapshot = None
         self._snap_cv = threading.Condition()
         self.warn_throttle = Throttle(2.0)
+        self.sensors = None
+        cfg = check_sensors(values, model)
+        if cfg.any:
+            self.sensors = SimulatedSensors(model, cfg, self.rate, values['publish_rates.joint_states'],
+                                            self.mode == 'lockstep', values['publish_rates.state'])
         self._apply_rates(values)
         self._wall_period = self._period(values)
         self.sched = FixedRateScheduler(self._wall_period, values['max_catchup_steps'],
@@ -121,6 +129,8 @@ class PlantRuntime:
         self.diag_period = 1.0 / v['publish_rates.diagnostics']
         # lock-step: steps per control period (the state rate divides the loop rate: config.check_against_arm)
         self.control_steps = self.every_state if self.mode == 'lockstep' else 1
+        if self.sensors is not None:
+            self.sensors.every_js = self.every_js
 
     def apply(self, new: dict, changed=()):
         """Run-time parameter changes (already validated by the table); ConfigError for rules across parameters."""
@@ -206,6 +216,8 @@ class PlantRuntime:
                 self.core.servo.qd_c[:] = 0.0
             self.gate.clear()
             self._trail.clear()
+            if self.sensors is not None:
+                self.sensors.reset()
             self.sched.start()
         self.inbox.reset()
         self._wake_loop()
@@ -277,6 +289,8 @@ class PlantRuntime:
                       f'{self.n_position_rejected} rejected') if c.servo is not None else 'off',
             'diverged': c.diverged or 'no', 'divergences': c.divergences,
         }
+        if self.sensors is not None:
+            v.update(self.sensors.diagnostics())
         if self.mode == 'lockstep':
             v['control_period_steps'] = self.control_steps
             v['lockstep_waiting_for_step'] = self.inbox.expected
@@ -386,14 +400,29 @@ class PlantRuntime:
         k = self.total_steps
         c = self.core
         sink = self.sink
-        if self.every_js and k % self.every_js == 0:
+        if self.every_js and k % self.every_js == 0 and not self._measured_joints:
             sink.joint_state(c.z, c.zd, c.tau, t_ns)
+        if self.sensors is not None and self.mode != 'lockstep':
+            self._sense(k, t_ns)
         if self.mode != 'realtime' and k % self.every_clock == 0:
             sink.clock(t_ns)
         if state and self.every_state and k % self.every_state == 0:
             sink.state(c.z, c.zd, c.tau, c.step_index, t_ns)
         if self.every_markers and k % self.every_markers == 0:
             self._take_snapshot(t_ns)
+
+    # ------------------------------------------------------------------ sensor models (flexarm_sim/sensors.py)
+    @property
+    def _measured_joints(self) -> bool:
+        """/joint_states carries the encoders' and drives' readings (sensors.encoders.enabled)."""
+        return self.sensors is not None and self.sensors.joints
+
+    def _sense(self, k, t_ns):
+        """The sensors due after step k to the sink (realtime/simtime; lock-step samples at the control instants)."""
+        c = self.core
+        sample = self.sensors.sample(k, c.z, c.zd, c.tau, c.step_index, t_ns)
+        if sample is not None:
+            self.sink.sensors(sample)
 
     def _idle_stamp(self):
         return time.time_ns() if self.mode == 'realtime' else self.sim_ns()
@@ -407,7 +436,10 @@ class PlantRuntime:
         c = self.core
         with self._lock:
             z, zd, tau, k = c.z.copy(), c.zd.copy(), c.tau.copy(), c.step_index
-        self.sink.joint_state(z, zd, tau, t_ns)
+        if self.sensors is not None:
+            self.sink.sensors(self.sensors.sample_all(z, zd, tau, k, t_ns))
+        if not self._measured_joints:
+            self.sink.joint_state(z, zd, tau, t_ns)
         if self.mode != 'realtime':
             self.sink.clock(t_ns)
         if self.every_state:
@@ -463,11 +495,15 @@ class PlantRuntime:
                 k = self.core.step_index
                 t_ns = self.sim_ns()
                 z, zd, tau_prev = self.core.z.copy(), self.core.zd.copy(), self.core.tau.copy()
+            sample = None
+            if self.sensors is not None:              # the sensors' sample of this control instant, before its state
+                sample = self.sensors.sample(self.total_steps, z, zd, tau_prev, k, t_ns, instant=True)
+                self.sink.sensors(sample)
             self.sink.state(z, zd, tau_prev, k, t_ns)
             inbox.expect(k + 1, t_ns)
             if poll is not None:
                 poll()                                   # unstamped commands: counted as ignored
-            if not self._await_command(tau, gen, take, lambda: self.sink.state(z, zd, tau_prev, k, t_ns)):
+            if not self._await_command(tau, gen, take, lambda: self._resend(sample, z, zd, tau_prev, k, t_ns)):
                 continue
             stats.record_tick(time.monotonic(), 0.0)
             c0 = perf()
@@ -477,6 +513,12 @@ class PlantRuntime:
                         break
                 self._publish_due(self.sim_ns(), state=False)
             stats.record_compute(perf() - c0)
+
+    def _resend(self, sample, z, zd, tau_prev, k, t_ns):
+        """Lock-step re-send of a control instant: its sensor sample, then its state."""
+        if sample is not None:
+            self.sink.sensors(sample)
+        self.sink.state(z, zd, tau_prev, k, t_ns)
 
     def _await_command(self, tau, gen, take, republish) -> bool:
         """Wait for the command of the expected step into tau; re-send the state every lockstep.republish_period

@@ -1,0 +1,377 @@
+"""A Kalman filter for the modal state of a flexible arm: the nonlinear model predicts, gain-scheduled
+linearizations carry the covariance (an extended Kalman filter whose Jacobians are designed per grid cell of the
+joint configuration, as the modal LQR's gains are).
+
+State x = (z, zd, b): the generalized coordinates z = [q_1, delta_1.., q_2, ...], their rates, and the constant
+biases b of the strain gauges (random walks). Input u: the joint torque over the period (zero-order hold).
+
+Prediction over one period dt:
+    (z, zd) <- the arm model integrated with u (flexarm_sim.model.step, RK4 within its stable step)
+    P <- Phi P Phi^T + Q_d
+with Phi = e^{A dt} of the arm linearized at its static equilibrium at the grid point nearest the estimated joint
+angles (flexarm_sim.model.linearize about (z_eq, 0, tau_eq)), and Q_d = Gamma W Gamma^T the covariance of a
+generalized force held over the period (W = diag(torque_std^2 on the joint rows, modal_force_std^2 on the modal
+rows), Gamma = int_0^dt e^{As} ds [0; J^-1]), plus bias_drift^2 dt on the biases.
+
+Updates (y = h(x) + v, v ~ N(0, R)), one per sensor group as its readings come:
+    encoders       h = q (+ the joint rates when their noise is given)
+    strain gauges  h = S z + b                           (S: flexarm_sim.model.sensing.strain_matrix)
+    accelerometer  h = R_tip^T (a_tip - g)(z, zd, u)      (the nonlinear reading; H from the scheduled linearization)
+    nu = y - h(x), S = H P H^T + R, K = P H^T S^-1, x <- x + K nu, P <- (I - K H) P (I - K H)^T + K R K^T (Joseph)
+Each update returns the largest normalized innovation |nu_i| / sqrt(S_ii) (the runtime bounds it).
+
+For a fixed cell the covariance converges to the solution of the filter's discrete algebraic Riccati equation
+(test_estimation checks it against scipy's solve_discrete_are).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from numba import njit
+
+from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step
+from flexarm_sim.model.equilibrium import static_equilibrium
+from flexarm_sim.model.sensing import SensorSet, strain_matrix, tip_specific_force
+
+RK4_SAFETY = 0.5
+
+
+@njit(cache=True)
+def propagate(P, Phi, Q):
+    """Phi P Phi^T + Q, symmetrized."""
+    out = Phi @ P @ Phi.T + Q
+    return 0.5 * (out + out.T)
+
+
+@njit(cache=True)
+def joseph_update(P, H, R, nu):
+    """(dx, P+, largest |nu_i| / sqrt(S_ii)) of the update with readings nu = y - h(x), H, R (Joseph form):
+    S = H P H^T + R, K = P H^T S^-1, P+ = (I - K H) P (I - K H)^T + K R K^T. A non-finite result is the caller's
+    to detect."""
+    PHt = P @ H.T
+    S = H @ PHt + R
+    S = 0.5 * (S + S.T)
+    K = np.linalg.solve(S, PHt.T).T
+    sig = 0.0
+    for i in range(nu.shape[0]):
+        v = abs(nu[i]) / np.sqrt(abs(S[i, i]))
+        if v > sig:
+            sig = v
+    IKH = -K @ H
+    for i in range(IKH.shape[0]):
+        IKH[i, i] += 1.0
+    Pn = IKH @ P @ IKH.T + K @ R @ K.T
+    return K @ nu, 0.5 * (Pn + Pn.T), sig
+
+
+def warm_kernels():
+    """Compile (first start after an install) or load the filter's kernels once, before the first reading."""
+    P, H, R, nu = np.eye(2), np.eye(2), np.eye(2), np.zeros(2)
+    propagate(P, P, P)
+    joseph_update(P, H, R, nu)
+    innovation_sigma(P, H, R, nu)
+
+
+@njit(cache=True)
+def innovation_sigma(P, H, R, nu):
+    """largest |nu_i| / sqrt(S_ii), S = H P H^T + R."""
+    sig = 0.0
+    for i in range(nu.shape[0]):
+        s = R[i, i]
+        for a in range(P.shape[0]):
+            if H[i, a] != 0.0:
+                for b in range(P.shape[0]):
+                    s += H[i, a] * P[a, b] * H[i, b]
+        v = abs(nu[i]) / np.sqrt(abs(s))
+        if v > sig:
+            sig = v
+    return sig
+
+
+@dataclass(frozen=True)
+class FilterNoise:
+    """Noise the filter assumes (standard deviations)."""
+
+    encoder: float                 # rad, joint angle reading (quantization included)
+    velocity: float = 0.0          # rad/s, joint rate reading; 0: rates not fused
+    strain: float = 2e-6           # strain reading
+    accel: float = 0.02            # m/s^2, accelerometer reading (per axis, after its filter)
+    torque: float = 0.01           # N m, generalized force on each joint row over a period (process)
+    modal_force: float = 0.01      # N, generalized force on each modal row over a period (process)
+    bias: float = 5e-5             # initial std of each strain gauge's bias; 0: biases not estimated
+    bias_drift: float = 1e-6       # strain / sqrt(s), random walk of the biases
+    joint_rate0: float = 0.5       # rad/s, initial std of the joint rates (not measured at initialization)
+    modal0: float = 0.02           # m, initial std of the modal coordinates
+    modal_rate0: float = 0.2       # m/s, initial std of the modal rates
+
+
+class FilterDiverged(ArithmeticError):
+    """The filter's state or covariance is no longer finite (or the model integration failed)."""
+
+
+@dataclass
+class Cell:
+    z_eq: np.ndarray
+    tau_eq: np.ndarray
+    Phi: np.ndarray               # (nx, nx) with the bias block
+    Q: np.ndarray                 # (nx, nx)
+    H_accel: np.ndarray           # (3, nx) or None
+
+
+class ModalKalmanFilter:
+    def __init__(self, model, sensors: SensorSet, dt: float, noise: FilterNoise, schedule_step: float = 0.1):
+        self.model = model
+        self.sensors = sensors
+        self.dt = float(dt)
+        self.noise = noise
+        self.schedule_step = float(schedule_step)
+        N, n = model.n_coords, model.n_joints
+        self.N, self.n = N, n
+        self.qi = np.asarray(model.q_index)
+        self.mi = np.asarray(model.mode_index)
+        self.ng = len(sensors.gauges) if noise.bias > 0 else 0
+        self.nx = 2 * N + self.ng
+        self.S = strain_matrix(model, sensors.gauges) if sensors.gauges else np.zeros((0, N))
+        h = largest_stable_rk4_step(model, model.spec.nominal_configuration)
+        self.substeps = max(1, int(math.ceil(self.dt / (RK4_SAFETY * h)))) if math.isfinite(h) and h > 0 else 1
+        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+        self._q_lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
+        self._q_hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
+        self._cells = {}
+        self.state = ArmState.zeros(model)
+        self.bias = np.zeros(self.ng)
+        self.P = np.eye(self.nx)
+        self._eye = np.eye(self.nx)
+        self._models = {}                  # constant (H, R) of the linear readings
+        self.initialized = False
+        self.n_designs = 0
+
+    # ------------------------------------------------------------------ schedule
+    def cell_key(self, q):
+        q = np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi)
+        return tuple(int(k) for k in np.round(q / self.schedule_step))
+
+    def cell(self, q) -> Cell:
+        key = self.cell_key(q)
+        c = self._cells.get(key)
+        if c is None:
+            c = self._cells[key] = self.design(np.array(key, dtype=float) * self.schedule_step)
+        return c
+
+    def design(self, q) -> Cell:
+        """Phi, Q_d and the accelerometer's Jacobian at the static equilibrium at joint angles q."""
+        model, N, n, dt = self.model, self.N, self.n, self.dt
+        z_eq, tau_eq = static_equilibrium(model, q)
+        lin = linearize(model, z_eq, tau_eq)
+        A, _ = lin.state_space()
+        Bw = np.vstack([np.zeros((N, N)), np.linalg.inv(lin.mass)])
+        M = np.zeros((3 * N, 3 * N))
+        M[:2 * N, :2 * N], M[:2 * N, 2 * N:] = A, Bw
+        E = scipy.linalg.expm(M * dt)
+        Phi, Gam = E[:2 * N, :2 * N], E[:2 * N, 2 * N:]
+        w = np.full(N, self.noise.modal_force ** 2)
+        w[self.qi] = self.noise.torque ** 2
+        Q = Gam @ np.diag(w) @ Gam.T
+        nx = self.nx
+        Pa, Qa = np.eye(nx), np.zeros((nx, nx))
+        Pa[:2 * N, :2 * N], Qa[:2 * N, :2 * N] = Phi, 0.5 * (Q + Q.T)
+        if self.ng:
+            Qa[2 * N:, 2 * N:] = np.eye(self.ng) * self.noise.bias_drift ** 2 * dt
+        Ha = None
+        if self.sensors.accelerometer:
+            C, _ = SensorSet(encoders=False, accelerometer=True).jacobians(model, lin)
+            Ha = np.zeros((3, nx))
+            Ha[:, :2 * N] = C
+        self.n_designs += 1
+        return Cell(z_eq, tau_eq, Pa, Qa, Ha)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def z(self):
+        return self.state.z
+
+    @property
+    def zd(self):
+        return self.state.zd
+
+    def initialize(self, q, qd=None, at_rest=True):
+        """The encoder-consistent state: joint angles q (rates qd, else zero), deflections in static equilibrium
+        there, modal rates zero, biases zero. Covariance: at_rest (start-up: the arm rests in its static
+        equilibrium) the filter's stationary covariance there (`stationary_covariance`), so the first readings do not
+        jolt the estimate (a wide prior moves it by the noise of the first readings, which the modal LQR's large
+        gains on the modal rates turn into torque); otherwise (a reset while moving) the wide prior of `noise`."""
+        q = np.asarray(q, dtype=float)
+        z_eq, _ = static_equilibrium(self.model, q)
+        self.state.z[:] = z_eq
+        self.state.zd[:] = 0.0
+        if qd is not None:
+            self.state.zd[self.qi] = qd
+        self.bias[:] = 0.0
+        self.initialized = True
+        if at_rest:
+            P = self.stationary_covariance(q)
+            if P is not None:
+                self.P = P.copy()
+                if self.ng:     # the biases are not known at start (the stationary covariance has learnt them)
+                    N2 = 2 * self.N
+                    self.P[N2:, :] = 0.0
+                    self.P[:, N2:] = 0.0
+                    self.P[N2:, N2:] = np.eye(self.ng) * self.noise.bias ** 2
+                return
+        ns = self.noise
+        d = np.zeros(self.nx)
+        N = self.N
+        d[self.mi] = ns.modal0 ** 2
+        d[self.qi] = ns.encoder ** 2
+        d[N + self.mi] = ns.modal_rate0 ** 2
+        d[N + self.qi] = (ns.velocity if (qd is not None and ns.velocity > 0) else ns.joint_rate0) ** 2
+        d[2 * N:] = ns.bias ** 2
+        self.P = np.diag(d)
+
+    def measurement_model(self):
+        """(H, R) of all readings at once (encoders, strain gauges, accelerometer linearized at the cell)."""
+        Hs, Rs = [], []
+        H, R = self.encoder_model(False)
+        Hs.append(H)
+        Rs.append(np.diag(R))
+        if self.sensors.gauges:
+            H, R = self.strain_model()
+            Hs.append(H)
+            Rs.append(np.diag(R))
+        return Hs, Rs
+
+    def stationary_covariance(self, q):
+        """The a-posteriori covariance the filter converges to at the cell of q with every sensor fused each period:
+        from the discrete algebraic Riccati equation of the filter (scipy.linalg.solve_discrete_are with A = Phi^T,
+        B = H^T gives the a-priori P), P+ = P - P H^T (H P H^T + R)^-1 H P. None if it has no solution."""
+        c = self.cell(q)
+        key = ('P', self.cell_key(q))
+        if key in self._cells:
+            return self._cells[key]
+        Hs, Rs = self.measurement_model()
+        if self.sensors.accelerometer:
+            Hs.append(c.H_accel)
+            Rs.append(np.full(3, self.noise.accel ** 2))
+        H, R = np.vstack(Hs), np.diag(np.concatenate(Rs))
+        Q = c.Q + 1e-18 * np.eye(self.nx)          # positive definite for the solver (rigid modes, biases)
+        try:
+            P = scipy.linalg.solve_discrete_are(c.Phi.T, H.T, Q, R)
+            S = H @ P @ H.T + R
+            Pp = P - P @ H.T @ np.linalg.solve(S, H @ P)
+            Pp = 0.5 * (Pp + Pp.T)
+            if not (np.all(np.isfinite(Pp)) and np.min(np.linalg.eigvalsh(Pp)) > -1e-12 * np.max(np.diag(Pp))):
+                Pp = None
+        except (np.linalg.LinAlgError, ValueError):
+            Pp = None
+        self._cells[key] = Pp
+        return Pp
+
+    def set_state(self, z, zd, P=None, bias=None):
+        self.state.z[:] = z
+        self.state.zd[:] = zd
+        if P is not None:
+            self.P = np.array(P, dtype=float)
+        if bias is not None and self.ng:
+            self.bias[:] = bias
+        self.initialized = True
+
+    # ------------------------------------------------------------------ filter
+    def predict(self, u, h=None):
+        """One period with torque u; h: its length when it is not exactly dt (readings stamped with jitter: the
+        state is integrated over h, the covariance carried by the period's Phi and Q)."""
+        c = self.cell(self.state.z[self.qi])
+        h = self.dt if h is None else float(h)
+        sub = self.substeps if h <= self.dt else int(math.ceil(self.substeps * h / self.dt))
+        try:
+            step(self.model, self.state, np.asarray(u, dtype=float), h, sub)
+        except IntegrationError as e:
+            raise FilterDiverged(f'prediction failed: {e}') from None
+        self.P = propagate(self.P, c.Phi, c.Q)
+        self._check()
+
+    def _update(self, nu, H, R):
+        try:
+            dx, P, sig = joseph_update(self.P, np.ascontiguousarray(H), np.ascontiguousarray(R), nu)
+        except Exception as e:  # noqa: BLE001 - numba raises for a singular S
+            raise FilterDiverged(f'update failed: {e}') from None
+        N = self.N
+        self.state.z += dx[:N]
+        self.state.zd += dx[N:2 * N]
+        if self.ng:
+            self.bias += dx[2 * N:]
+        self.P = P
+        self._check()
+        return sig
+
+
+    def encoder_model(self, with_rates: bool):
+        key = ('encoders', bool(with_rates))
+        if key not in self._models:
+            self._models[key] = self._encoder_model(with_rates)
+        return self._models[key]
+
+    def _encoder_model(self, with_rates: bool):
+        n, N = self.n, self.N
+        rows = 2 * n if with_rates else n
+        H = np.zeros((rows, self.nx))
+        H[np.arange(n), self.qi] = 1.0
+        r = [self.noise.encoder ** 2] * n
+        if with_rates:
+            H[n + np.arange(n), N + self.qi] = 1.0
+            r += [self.noise.velocity ** 2] * n
+        return H, np.diag(r)
+
+    def update_encoders(self, q, qd=None, check=None):
+        """Joint angles (and rates, if their noise is set and qd is given). `check(sigma) -> bool` may veto the
+        update before it is applied (innovation bound). Returns the normalized innovation."""
+        with_rates = qd is not None and self.noise.velocity > 0
+        H, R = self.encoder_model(with_rates)
+        y = np.concatenate([q, qd]) if with_rates else np.asarray(q, dtype=float)
+        h = np.concatenate([self.state.z[self.qi], self.state.zd[self.qi]]) if with_rates else self.state.z[self.qi]
+        return self._gated(y - h, H, R, check)
+
+    def strain_model(self):
+        if 'strain' not in self._models:
+            self._models['strain'] = self._strain_model()
+        return self._models['strain']
+
+    def _strain_model(self):
+        N, ng = self.N, len(self.sensors.gauges)
+        H = np.zeros((ng, self.nx))
+        H[:, :N] = self.S
+        if self.ng:
+            H[:, 2 * N:] = np.eye(ng)
+        return H, np.eye(ng) * self.noise.strain ** 2
+
+    def update_strain(self, y, check=None):
+        H, R = self.strain_model()
+        h = self.S @ self.state.z + (self.bias if self.ng else 0.0)
+        return self._gated(np.asarray(y, dtype=float) - h, H, R, check)
+
+    def update_accel(self, y, u, check=None):
+        """The accelerometer's reading, taken with torque u acting (the torque of the period that ends)."""
+        c = self.cell(self.state.z[self.qi])
+        h = tip_specific_force(self.model, self.state.z, self.state.zd, np.asarray(u, dtype=float))
+        return self._gated(np.asarray(y, dtype=float) - h, c.H_accel, np.eye(3) * self.noise.accel ** 2, check)
+
+    def _gated(self, nu, H, R, check):
+        nu = np.ascontiguousarray(nu, dtype=float)
+        if not math.isfinite(float(nu.sum())):
+            raise FilterDiverged('non-finite innovation')
+        if check is not None:
+            sig = innovation_sigma(self.P, np.ascontiguousarray(H), np.ascontiguousarray(R), nu)
+            if not check(sig):
+                return sig
+        return self._update(nu, H, R)
+
+    def _check(self):
+        # a sum is finite only if every term is (an overflow to inf counts as divergence too)
+        if not math.isfinite(float(self.state.z.sum() + self.state.zd.sum() + self.P.sum() + self.bias.sum())):
+            raise FilterDiverged('non-finite state or covariance')
+
+    def std(self) -> np.ndarray:
+        """Standard deviations of every state (sqrt of the covariance's diagonal)."""
+        return np.sqrt(np.clip(np.diag(self.P), 0.0, None))

@@ -1,0 +1,376 @@
+"""The state estimator without ROS: the filter (filter.py) on streams of sensor readings, with what real streams
+need — validation, missing sensors, resets, diagnostics. The node (nodes/estimator_node.py) decodes messages and
+calls this; tests and the evaluation bench drive it in-process.
+
+    rt = EstimatorRuntime(model, values)          # values: config.TABLE's (validated)
+    rt.joints(t, q, qd, effort); rt.strain(t, y); rt.accel(t, f); rt.command(u)     # (accepted, reason)
+    est = rt.tick(t)                              # the estimate at t (None: none yet / no encoders for too long)
+
+Ticks. Each tick predicts from the previous tick's time to its own in k = round(gap / period) periods of gap / k
+each (k >= 1; readings stamped with jitter, as a bridge's read times are, are predicted over the time that really
+passed) with the torque of the period (`input`: the last command, or the measured effort of the tick's joint
+reading), then fuses the readings stamped since the previous tick — encoders, strain gauges, accelerometer, in that
+order. A reading stamped at or before the previous tick (it came too late, or again) is dropped and counted as late;
+the first joint reading initializes the filter.
+
+Bad input never corrupts the estimate:
+* readings are checked before they are kept: right size, finite, in range (joint angles within the joint limits
+  +- JOINT_MARGIN, |strain| <= sensors.strain.max, |acceleration| < sensors.accelerometer.range: a saturated
+  accelerometer is wrong); a bad one is rejected, counted and named in diagnostics (`last_reject`);
+* a configured sensor without readings for its timeout (of sample time) is flagged missing (WARN): the filter
+  predicts without it, and says when it is back; without encoder readings the estimate is predicted from the
+  commands for at most `max_prediction`, then none is given (ERROR) until they return;
+* a reading farther than `innovation_bound` standard deviations from its prediction (the filter disagrees with the
+  sensors: a collision, a slipped encoder, a diverged filter), or a filter whose state is no longer finite, resets
+  the filter to the encoder-consistent state (joint angles from the encoders, static deflection, rates from the
+  drives or zero) with an ERROR diagnostic for `error_hold` seconds;
+* time going backwards (a plant reset in simulation) re-initializes the filter.
+The estimate is always finite.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from flexarm_sim.common.params import DERIVED, ConfigError
+from flexarm_sim.model.sensing import SensorSet, SensorSpecError, parse_gauge
+
+from . import config
+from .filter import FilterDiverged, FilterNoise, ModalKalmanFilter
+
+JOINT_MARGIN = 0.5           # rad beyond the joint limits an encoder may read before its reading is out of range
+MAX_PREDICT_PERIODS = 10000  # periods predicted in one tick at most (a longer gap re-initializes)
+
+
+@dataclass
+class Estimate:
+    t: float
+    z: np.ndarray
+    zd: np.ndarray
+    tau: np.ndarray              # torque the prediction applied over the last period
+    std: np.ndarray              # standard deviation of every state (z, zd, strain biases)
+
+
+class Track:
+    """Bookkeeping of one sensor stream."""
+
+    def __init__(self, name, timeout):
+        self.name = name
+        self.timeout = timeout
+        self.pending = None          # (t, data) newest reading not yet fused
+        self.last_t = None           # stamp of the newest accepted reading
+        self.accepted = self.rejected = self.late = 0
+        self.last_reject = ''
+        self.missing = False
+        self.max_sigma = 0.0         # largest normalized innovation since the last diagnostics
+        self.sum_sigma2 = 0.0
+        self.n_sigma = 0
+
+    def reject(self, why):
+        self.rejected += 1
+        self.last_reject = why
+        return False, why
+
+    def keep(self, t, data):
+        self.accepted += 1
+        self.pending = (t, data)
+        self.last_t = t if self.last_t is None else max(self.last_t, t)
+        return True, ''
+
+    def record_sigma(self, s):
+        self.max_sigma = max(self.max_sigma, s)
+        self.sum_sigma2 += s * s
+        self.n_sigma += 1
+
+
+class EstimatorRuntime:
+    def __init__(self, model, values: dict, log=None):
+        self.model = model
+        self.values = dict(values)
+        self.log = log or (lambda level, msg: None)
+        v = values
+        gauges = []
+        names = v['sensors.strain.gauges']
+        for i, text in enumerate([] if names is DERIVED else names):
+            try:
+                gauges.append(parse_gauge(model, text, v['sensors.strain.distance']))
+            except SensorSpecError as e:
+                raise ConfigError(f'sensors.strain.gauges[{i}]', str(e)) from None
+        self.sensor_set = SensorSet(True, tuple(gauges), bool(v['sensors.accelerometer.enabled']))
+        self.rate = float(v['rate'])
+        self.dt = 1.0 / self.rate
+        self.noise = FilterNoise(
+            encoder=config.encoder_std(v), velocity=v['sensors.encoders.velocity_noise'],
+            strain=v['sensors.strain.noise'], accel=config.accel_std(v), torque=v['process_noise.torque'],
+            modal_force=v['process_noise.modal_force'], bias=v['sensors.strain.bias_std'],
+            bias_drift=v['sensors.strain.bias_drift'], joint_rate0=v['initial_std.joint_rate'],
+            modal0=v['initial_std.modal'], modal_rate0=v['initial_std.modal_rate'])
+        self.filter = ModalKalmanFilter(model, self.sensor_set, self.dt, self.noise, v['schedule_step'])
+        self.tracks = {'encoders': Track('encoders', v['sensors.encoders.timeout'])}
+        if gauges:
+            self.tracks['strain'] = Track('strain gauges', v['sensors.strain.timeout'])
+        if self.sensor_set.accelerometer:
+            self.tracks['accelerometer'] = Track('tip accelerometer', v['sensors.accelerometer.timeout'])
+        n = model.n_joints
+        self.n = n
+        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+        self.q_lo, self.q_hi = lims[:, 0] - JOINT_MARGIN, lims[:, 1] + JOINT_MARGIN
+        self.effort_limit = np.array([js.effort_limit if math.isfinite(js.effort_limit) else np.inf
+                                      for js in model.spec.joints], dtype=float)
+        self.use_measured_effort = v['input'] == 'measured_effort'
+        self.bound = float(v['innovation_bound'])
+        self.u = np.zeros(n)                 # latest valid command (clipped to the effort limits)
+        self.commands_accepted = self.commands_rejected = 0
+        self.last_command_reject = ''
+        self.t_last = None                   # time of the last tick
+        self.last_joints = None              # (t, q, qd) of the latest accepted encoder reading
+        self.ticks = 0
+        self.resets = 0
+        self.last_reset = ''
+        self.error_until = -math.inf
+        self.no_estimate = False
+        self.initializations = 0
+        self.last_estimate = None
+        self._t_first = None
+
+    # ------------------------------------------------------------------ inputs
+    def command(self, u):
+        """A torque command (N m per joint): (accepted, reason); clipped to the effort limits like the plant."""
+        try:
+            a = np.asarray(u, dtype=float)
+        except (TypeError, ValueError):
+            a = None
+        if a is None or a.shape != (self.n,) or not np.all(np.isfinite(a)):
+            self.commands_rejected += 1
+            self.last_command_reject = f'command: expected {self.n} finite values, got {list(np.ravel(u))[:8]}'
+            return False, self.last_command_reject
+        self.u = np.clip(a, -self.effort_limit, self.effort_limit)
+        self.commands_accepted += 1
+        return True, ''
+
+    def joints(self, t, q, qd=None, effort=None):
+        """An encoder (+ drive) reading sampled at t (s)."""
+        tr = self.tracks['encoders']
+        q = _vector(q, self.n)
+        if q is None:
+            return tr.reject(f'encoders: expected {self.n} finite angles')
+        if not math.isfinite(t):
+            return tr.reject('encoders: bad stamp')
+        out = np.nonzero((q < self.q_lo) | (q > self.q_hi))[0]
+        if out.size:
+            j = int(out[0])
+            return tr.reject(f'encoders: {self.model.spec.joint_names[j]} = {q[j]:g} rad beyond its limits '
+                             f'[{self.q_lo[j] + JOINT_MARGIN:g}, {self.q_hi[j] - JOINT_MARGIN:g}] + {JOINT_MARGIN} rad')
+        if qd is not None:
+            qd = _vector(qd, self.n)
+            if qd is None:
+                return tr.reject('encoders: non-finite or missized joint rates')
+        if effort is not None:
+            effort = _vector(effort, self.n)
+            if effort is None:
+                return tr.reject('encoders: non-finite or missized efforts')
+        return tr.keep(float(t), (q, qd, effort))
+
+    def strain(self, t, y):
+        """Strain gauge readings (one per configured gauge, in their order) sampled at t."""
+        tr = self.tracks.get('strain')
+        if tr is None:
+            return False, 'no strain gauges configured'
+        y = _vector(y, len(self.sensor_set.gauges))
+        if y is None or not math.isfinite(t):
+            return tr.reject(f'strain: expected {len(self.sensor_set.gauges)} finite readings')
+        lim = self.values['sensors.strain.max']
+        big = np.nonzero(np.abs(y) > lim)[0]
+        if big.size:
+            return tr.reject(f'strain: {self.sensor_set.gauges[int(big[0])].name} reads {y[big[0]]:g}, beyond '
+                             f'+-{lim:g}')
+        return tr.keep(float(t), y)
+
+    def accel(self, t, f):
+        """Tip accelerometer reading (3,) m/s^2 sampled at t."""
+        tr = self.tracks.get('accelerometer')
+        if tr is None:
+            return False, 'no accelerometer configured'
+        f = _vector(f, 3)
+        if f is None or not math.isfinite(t):
+            return tr.reject('accelerometer: expected 3 finite values')
+        r = self.values['sensors.accelerometer.range']
+        if np.any(np.abs(f) >= r):
+            return tr.reject(f'accelerometer: {np.array2string(f, precision=4)} m/s^2 at or beyond its range +-{r:g} '
+                             '(saturated)')
+        return tr.keep(float(t), f)
+
+    # ------------------------------------------------------------------ the tick
+    def tick(self, t) -> Estimate | None:
+        """The estimate at time t (module docstring); None before the first encoder reading or when the encoders
+        have been missing for longer than max_prediction."""
+        t = float(t)
+        kf = self.filter
+        if self.t_last is not None and t < self.t_last - 0.5 * self.dt:
+            self.log('info', f'time went back from {self.t_last:.6f} to {t:.6f} s (a reset): re-initializing')
+            kf.initialized = False
+            self.t_last = None
+        js = self._take('encoders', t)
+        if js is not None:
+            self.last_joints = (js[0], js[1][0], js[1][1])
+        if not kf.initialized:
+            if js is None:
+                return None
+            self._initialize(js[1][0], js[1][1])
+            self.initializations += 1
+            self.t_last = t
+            return self._estimate(t, self.u)
+        gap = t - self.t_last if self.t_last is not None else 0.0
+        periods = max(1, int(round(gap / self.dt))) if gap > 0 else 0
+        u = js[1][2] if (self.use_measured_effort and js is not None and js[1][2] is not None) else self.u
+        try:
+            if periods > MAX_PREDICT_PERIODS:
+                raise FilterDiverged(f'{periods} periods since the last tick')
+            for _ in range(periods):
+                kf.predict(u, gap / periods)
+            self.ticks += 1
+            self._fuse(js, t, u)
+            if periods > 0 or js is not None:
+                self.t_last = max(self.t_last, t)
+        except _Veto as e:
+            self._reset(t, str(e))
+        except FilterDiverged as e:
+            self._reset(t, f'filter diverged: {e}')
+        self._flag_missing(t)
+        enc = self.tracks['encoders']
+        gap = t - enc.last_t if enc.last_t is not None else math.inf
+        self.no_estimate = enc.missing and gap > self.values['max_prediction']
+        if self.no_estimate:
+            return None
+        return self._estimate(t, u)
+
+    def _take(self, key, t):
+        tr = self.tracks.get(key)
+        if tr is None or tr.pending is None:
+            return None
+        ts, data = tr.pending
+        if ts > t + 0.5 * self.dt:          # a reading of a later instant: keep it for its tick
+            return None
+        tr.pending = None
+        if self.t_last is not None and ts <= self.t_last:     # of an instant already estimated
+            tr.late += 1
+            return None
+        return ts, data
+
+    def _fuse(self, js, t, u):
+        kf = self.filter
+
+        def gate(key):
+            tr = self.tracks[key]
+
+            def check(sigma):
+                tr.record_sigma(sigma)
+                if sigma > self.bound:
+                    raise _Veto(f'{tr.name}: innovation {sigma:.3g} standard deviations (bound '
+                                f'{self.bound:g})')
+                return True
+            return check
+        if js is not None:
+            q, qd, _ = js[1]
+            kf.update_encoders(q, qd, check=gate('encoders'))
+        st = self._take('strain', t)
+        if st is not None:
+            kf.update_strain(st[1], check=gate('strain'))
+        ac = self._take('accelerometer', t)
+        if ac is not None:
+            kf.update_accel(ac[1], u, check=gate('accelerometer'))
+
+    def _initialize(self, q, qd, at_rest=True):
+        self.filter.initialize(q, qd if self.noise.velocity > 0 else None, at_rest)
+
+    def _reset(self, t, why):
+        """Back to the encoder-consistent state (ERROR diagnostic for error_hold)."""
+        self.resets += 1
+        self.last_reset = why
+        self.error_until = t + self.values['error_hold']
+        lj = self.last_joints
+        if lj is None:
+            self.filter.initialized = False
+            self.t_last = None
+        else:
+            self._initialize(lj[1], lj[2], at_rest=False)
+            self.t_last = t
+        self.log('error', f'estimate reset to the encoder-consistent state: {why}')
+
+    def _flag_missing(self, t):
+        if self._t_first is None:
+            self._t_first = t
+        for tr in self.tracks.values():
+            ref = tr.last_t if tr.last_t is not None else self._t_first     # never seen: since the first tick
+            gone = t - ref > tr.timeout
+            if gone and not tr.missing:
+                tr.missing = True
+                self.log('warn', f'{tr.name} missing: no reading for {t - ref:.3f} s (timeout {tr.timeout:g} s); '
+                                 'predicting without it')
+            elif not gone and tr.missing:
+                tr.missing = False
+                self.log('info', f'{tr.name} back')
+
+    def _estimate(self, t, u):
+        kf = self.filter
+        e = Estimate(t, kf.z.copy(), kf.zd.copy(), np.array(u, dtype=float), kf.std())
+        self.last_estimate = e
+        return e
+
+    # ------------------------------------------------------------------ diagnostics
+    def diagnostics(self, t=None):
+        """(level, message, values) of /diagnostics; resets the per-period innovation maxima."""
+        kf = self.filter
+        v = {'rate_hz': self.rate, 'ticks': self.ticks, 'initialized': kf.initialized,
+             'input': self.values['input'], 'commands_rejected': self.commands_rejected,
+             'resets': self.resets, 'last_reset': self.last_reset or 'none', 'innovation_bound': self.bound,
+             'linearizations': kf.n_designs}
+        if kf.initialized:
+            std = kf.std()
+            N = kf.N
+            v['std_joint_angle_max_rad'] = float(std[kf.qi].max())
+            if kf.mi.size:
+                v['std_modal_max'] = float(std[kf.mi].max())
+                v['std_modal_rate_max'] = float(std[N + kf.mi].max())
+            if kf.ng:
+                v['strain_bias'] = ' '.join(f'{b:.3g}' for b in kf.bias)
+        missing, rejected = [], []
+        for key, tr in self.tracks.items():
+            v[f'{key}_accepted'] = tr.accepted
+            v[f'{key}_rejected'] = tr.rejected
+            v[f'{key}_late'] = tr.late
+            v[f'{key}_missing'] = tr.missing
+            v[f'{key}_innovation_max'] = tr.max_sigma
+            v[f'{key}_innovation_rms'] = math.sqrt(tr.sum_sigma2 / tr.n_sigma) if tr.n_sigma else 0.0
+            if tr.last_reject:
+                v[f'{key}_last_reject'] = tr.last_reject
+                rejected.append(tr.name)
+            if tr.missing:
+                missing.append(tr.name)
+            tr.max_sigma, tr.sum_sigma2, tr.n_sigma = 0.0, 0.0, 0
+        now = self.t_last if t is None else t
+        if self.no_estimate:
+            return 'error', 'encoders missing: no estimate', v
+        if now is not None and now < self.error_until:
+            return 'error', f'filter reset: {self.last_reset}', v
+        if not kf.initialized:
+            return 'warn', 'waiting for the first encoder reading', v
+        if missing:
+            return 'warn', f'missing: {", ".join(missing)} (predicting without)', v
+        return 'ok', 'estimating', v
+
+
+class _Veto(Exception):
+    """An innovation beyond the bound (the update is not applied)."""
+
+
+def _vector(x, n):
+    try:
+        a = np.asarray(x, dtype=float).ravel()
+    except (TypeError, ValueError):
+        return None
+    if a.shape != (n,) or not np.all(np.isfinite(a)):
+        return None
+    return a

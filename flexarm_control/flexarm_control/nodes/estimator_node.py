@@ -1,0 +1,268 @@
+"""ROS 2 node `state_estimator`: adapter over estimation/runtime.py (the filter: estimation/filter.py).
+
+Subscribes (readings decoded by flexarm_sim.ros.sensors; a bad one is rejected and counted in /diagnostics):
+    /joint_states                  sensor_msgs/JointState: encoders (+ the drives' rates and measured torque); each
+                                   reading is one filter period (the tick)
+    /effort_controller/commands    std_msgs/Float64MultiArray: the commanded torque (lockstep: /flexarm/effort_command,
+                                   flexarm_msgs/JointEffortCommand, matched by step)
+    /flexarm/strain                flexarm_msgs/StrainGauges (with sensors.strain.gauges)
+    /flexarm/tip_imu               sensor_msgs/Imu, linear acceleration (with sensors.accelerometer.enabled)
+    /flexarm/state                 lockstep only: the control instants (its step and stamp; nothing else is read)
+Publishes:
+    /flexarm/state_estimate        flexarm_msgs/FlexState: the estimated joints and modal coordinates (with the tip
+                                   deflections, end effector and energies of the estimate), stamped with the readings'
+                                   sample instant; controllers read it with state_topic:=/flexarm/state_estimate
+    /diagnostics                   innovations, standard deviations, sensors missing / rejected / late, resets
+
+Real time (and simtime): every /joint_states reading is a tick, answered at once. The strain and accelerometer
+subscriptions are created before the joint states' and the plant publishes them before its joint state, so the
+readings of an instant are normally there when its tick runs (one that comes later is counted as late). Without
+joint states for sensors.encoders.timeout a timer ticks at TIMER_HZ on the ROS clock: the estimate is predicted
+from the commands and the encoders flagged missing; after max_prediction no estimate is published.
+
+Lock-step: the plant publishes the readings of control instant k, then its state k; the node estimates instant k
+once it has the state's step and stamp, the readings stamped then (every configured sensor) and the command of the
+previous instant (step = previous step + 1), and publishes the estimate with step k: the controller answers it
+with step k + 1 as it answers the plant's state — reproducible. A plant reset (the step going back) re-initializes.
+
+Parameters: estimation/config.py (generated into config/estimator.yaml).
+QoS (reliable): readings and commands depth 1 in real time (a stalled process estimates from the newest reading and
+predicts over the gap instead of working through a backlog), 100 in lock-step; /flexarm/state_estimate depth 10
+(lock-step 100).
+"""
+from __future__ import annotations
+
+import collections
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+
+from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
+from flexarm_sim.arms import arm_id, load_arm_model
+from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.plant.outputs import ArmOutputs
+from flexarm_sim.precompile import compile_lock, ensure_kernels
+from flexarm_sim.ros.flexstate import FlexStateEncoder
+from flexarm_sim.ros.messages import diagnostics, qos
+from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
+from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns
+
+from ..estimation.config import TABLE
+from ..estimation.filter import warm_kernels
+from ..estimation.runtime import EstimatorRuntime
+
+TIMER_HZ = 20.0
+FRAME_ID = 'base_link'
+
+
+class EstimatorNode(Node):
+    def __init__(self, **kw):
+        super().__init__('state_estimator', **kw)
+        warn_unmatched_params_files(self)
+        self.params = NodeParams(self, TABLE)
+        model, path = load_arm_model(self.params['arm'])
+        self.params.resolve({'sensors.strain.gauges': []})
+        self.model = model
+        self.layout = ArmLayout.of(model, arm_id(path, model.spec.name))
+        ensure_kernels(model, log=self.get_logger().info)
+        with compile_lock(self.get_logger().info):           # the filter's own kernels (estimation/filter.py)
+            warm_kernels()
+        self.rt = rt = EstimatorRuntime(model, self.params.values, log=self.log)
+        self.names = list(model.spec.joint_names)
+        self.lockstep = self.params['lockstep']
+        self.encoder = FlexStateEncoder(self.layout, FRAME_ID, ArmOutputs(model, 2))
+        self.n_published = 0
+        self.warn_last = {}
+        # readings: depth 1 in real time (a stalled process estimates from the newest reading, the gap predicted, not
+        # from a backlog), 100 in lock-step (every instant must be answered); commands: every one is validated in
+        # order (depth 10 in real time), so a rejected command never hides the valid one sent just before it
+        readings = qos(100 if self.lockstep else 1)
+        self.pub = self.create_publisher(FlexState, '/flexarm/state_estimate', qos(100 if self.lockstep else 10))
+        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
+        # lock-step bookkeeping: instants to answer, the newest reading stamps, commands by step
+        self._instants = collections.deque()
+        self._stamps = {'joints': -1, 'strain': -1, 'accel': -1}
+        self._commands = {}
+        self._prev_step = None
+        self._last_instant = None
+        self._wait_since = None
+        # readings before the tick: their subscriptions first (module docstring)
+        if rt.sensor_set.gauges:
+            self.create_subscription(StrainGauges, '/flexarm/strain', self._on_strain, readings)
+        if rt.sensor_set.accelerometer:
+            self.create_subscription(Imu, '/flexarm/tip_imu', self._on_imu, readings)
+        if self.lockstep:
+            self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped_command, qos(100))
+        else:
+            self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10))
+        self.create_subscription(JointState, '/joint_states', self._on_joints, readings)
+        if self.lockstep:
+            self.create_subscription(FlexState, '/flexarm/state', self._on_instant, readings)
+        self._t_last_js = time.monotonic()
+        self._last_stamp_ns = None
+        self._last_msg = None
+        self.create_timer(1.0 / TIMER_HZ, self._on_timer)
+        self.create_timer(1.0, self._publish_diagnostics)
+        sensors = ', '.join(['encoders'] + [g.name for g in rt.sensor_set.gauges]
+                            + (['tip accelerometer'] if rt.sensor_set.accelerometer else []))
+        self.get_logger().info(f'estimating {model.spec.name} ({int(model.mode_index.size)} modes) from {sensors} at '
+                               f'{rt.rate:g} Hz{", lockstep" if self.lockstep else ""}; input: {rt.values["input"]}')
+
+    def log(self, level, message):
+        lg = self.get_logger()          # one call site per severity (rclpy ties a severity to its call site)
+        if level == 'error':
+            lg.error(message)
+        elif level == 'warn':
+            lg.warning(message)
+        else:
+            lg.info(message)
+
+    def _rejected(self, what, reason):
+        if not reason:
+            return
+        now = time.monotonic()
+        if now - self.warn_last.get(what, -1e9) > 2.0:
+            self.warn_last[what] = now
+            self.get_logger().warning(f'rejected {what}: {reason}')
+
+    # ------------------------------------------------------------------ readings
+    def _on_joints(self, msg):
+        try:
+            q, qd, eff, t_ns = decode_joint_state(msg, self.names)
+        except ValueError as e:
+            tr = self.rt.tracks['encoders']
+            tr.reject(f'encoders: {e}')
+            self._rejected('joint state', str(e))
+            return
+        ok, why = self.rt.joints(t_ns * 1e-9, q, qd, eff)
+        if not ok:
+            self._rejected('joint state', why)
+            return
+        self._t_last_js = time.monotonic()
+        if self.lockstep:
+            self._stamps['joints'] = max(self._stamps['joints'], t_ns)
+            self._advance()
+        else:
+            self._tick(t_ns, None)
+
+    def _on_strain(self, msg):
+        try:
+            y, t_ns, _ = decode_strain(msg, self.rt.sensor_set.gauges, self.layout.arm_id)
+        except ValueError as e:
+            self.rt.tracks['strain'].reject(f'strain: {e}')
+            self._rejected('strain', str(e))
+            return
+        ok, why = self.rt.strain(t_ns * 1e-9, y)
+        self._rejected('strain', why)
+        if ok and self.lockstep:
+            self._stamps['strain'] = max(self._stamps['strain'], t_ns)
+            self._advance()
+
+    def _on_imu(self, msg):
+        try:
+            f, t_ns = decode_accelerometer(msg)
+        except ValueError as e:
+            self.rt.tracks['accelerometer'].reject(f'accelerometer: {e}')
+            self._rejected('accelerometer', str(e))
+            return
+        ok, why = self.rt.accel(t_ns * 1e-9, f)
+        self._rejected('accelerometer', why)
+        if ok and self.lockstep:
+            self._stamps['accel'] = max(self._stamps['accel'], t_ns)
+            self._advance()
+
+    def _on_command(self, msg):
+        ok, why = self.rt.command(msg.data)
+        self._rejected('command', why)
+
+    # ------------------------------------------------------------------ lock-step
+    def _on_stamped_command(self, msg):
+        self._commands[int(msg.step)] = list(msg.effort)
+        if len(self._commands) > 1000:
+            for k in sorted(self._commands)[:-500]:
+                del self._commands[k]
+        self._advance()
+
+    def _on_instant(self, msg):
+        step, t_ns = int(msg.step), stamp_ns(msg.header.stamp)
+        if self._last_instant == (step, t_ns):
+            # the plant re-sends its state while it waits for the command: the controller may have missed the
+            # estimate (not matched yet), so send it again
+            if self._last_msg is not None:
+                self.pub.publish(self._last_msg)
+            return
+        if self._instants and self._instants[-1] == (step, t_ns):
+            return
+        self._instants.append((step, t_ns))
+        self._advance()
+
+    def _ready(self, step, t_ns):
+        """Has everything of instant (step, t_ns) arrived? (module docstring)"""
+        s = self._stamps
+        if s['joints'] < t_ns:
+            return False
+        if self.rt.sensor_set.gauges and s['strain'] < t_ns:
+            return False
+        if self.rt.sensor_set.accelerometer and s['accel'] < t_ns:
+            return False
+        prev = self._prev_step
+        return prev is None or step <= prev or (prev + 1) in self._commands
+
+    def _advance(self):
+        while self._instants:
+            step, t_ns = self._instants[0]
+            if not self._ready(step, t_ns):
+                if self._wait_since is None:
+                    self._wait_since = time.monotonic()
+                return
+            self._instants.popleft()
+            self._answer(step, t_ns)
+
+    def _answer(self, step, t_ns):
+        self._wait_since = None
+        prev = self._prev_step
+        if prev is not None and step <= prev:
+            self.get_logger().info(f'plant step went back from {prev} to {step} (a reset): re-initializing')
+            self.rt.filter.initialized = False
+        elif prev is not None:
+            cmd = self._commands.pop(prev + 1, None)
+            if cmd is not None:
+                self._rejected('command', self.rt.command(cmd)[1])
+        self._prev_step = step
+        self._last_instant = (step, t_ns)
+        self._tick(t_ns, step)
+
+    # ------------------------------------------------------------------ ticks
+    def _tick(self, t_ns, step):
+        est = self.rt.tick(t_ns * 1e-9)
+        self._last_stamp_ns = t_ns
+        if est is None:
+            return
+        msg = self.encoder.fill(est.z, est.zd, est.tau, self.n_published if step is None else step, t_ns)
+        self.pub.publish(msg)
+        self._last_msg = msg
+        self.n_published += 1
+
+    def _on_timer(self):
+        if self.lockstep:
+            # a configured sensor that stopped: answer the waiting instant without it after its timeout
+            if self._instants and self._wait_since is not None and \
+                    time.monotonic() - self._wait_since > self.params['sensors.encoders.timeout']:
+                step, t_ns = self._instants.popleft()
+                self._answer(step, t_ns)
+            return
+        if self._last_stamp_ns is None:
+            return
+        if time.monotonic() - self._t_last_js > self.params['sensors.encoders.timeout']:
+            now = self.get_clock().now().nanoseconds
+            if now > self._last_stamp_ns:
+                self._tick(now, None)
+
+    def _publish_diagnostics(self):
+        level, message, values = self.rt.diagnostics()
+        values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
+        self.pub_diag.publish(diagnostics('flexarm_control/state_estimator', self.model.spec.name, level, message,
+                                          values, self.get_clock().now().nanoseconds))

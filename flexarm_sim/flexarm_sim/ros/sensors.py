@@ -1,0 +1,153 @@
+"""The one codec of the sensor messages: encode (the plant) and decode (the state estimator) with one tolerance rule.
+
+    /joint_states      sensor_msgs/JointState        encoders and drives: angle, velocity, measured torque
+    /flexarm/strain    flexarm_msgs/StrainGauges     strain per gauge, with each gauge's geometry
+    /flexarm/tip_imu   sensor_msgs/Imu               linear acceleration (specific force) in the tip frame; no
+                                                     orientation, no rates (their covariances' first entry -1, the
+                                                     REP 145 convention for "not provided")
+
+Decoding raises ValueError saying what does not fit: joints matched by name to the arm's (every joint present,
+positions finite; velocity/effort optional, finite when given), strain gauges matched by name to the configured
+ones (every configured gauge present, finite values), accelerations finite.
+"""
+from __future__ import annotations
+
+import array
+import math
+
+import numpy as np
+from sensor_msgs.msg import Imu, JointState
+
+from flexarm_msgs.msg import StrainGauges
+
+from ..model.sensing import PLANE_NAMES
+
+
+def _set_stamp(stamp, t_ns: int):
+    t_ns = int(t_ns)
+    stamp.sec, stamp.nanosec = t_ns // 1_000_000_000, t_ns % 1_000_000_000
+
+
+def stamp_ns(stamp) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def tip_frame_id(joint_names) -> str:
+    """Frame of the tip accelerometer: the deformed tip section of the last link."""
+    return f'{joint_names[-1]}_link_tip'
+
+
+class SensorEncoder:
+    """Preallocated messages for the readings of SimulatedSensors (flexarm_sim/sensors.py)."""
+
+    def __init__(self, model, cfg, arm_id: str = '', accel_variance: float = 0.0):
+        n = model.n_joints
+        self.js = JointState()
+        self.js.name = list(model.spec.joint_names)
+        self.strain = StrainGauges()
+        st = self.strain
+        st.arm_id = arm_id
+        st.names = [g.name for g in cfg.gauges]
+        st.link_names = [model.spec.joints[g.link].name + '_link' for g in cfg.gauges]
+        st.positions = [float(g.x) for g in cfg.gauges]
+        st.planes = [int(g.plane) for g in cfg.gauges]
+        st.distances = [float(g.c) for g in cfg.gauges]
+        self.imu = Imu()
+        self.imu.header.frame_id = tip_frame_id(model.spec.joint_names)
+        self.imu.orientation_covariance[0] = -1.0
+        self.imu.angular_velocity_covariance[0] = -1.0
+        cov = [0.0] * 9
+        cov[0] = cov[4] = cov[8] = float(accel_variance)
+        self.imu.linear_acceleration_covariance = cov
+        self._n = n
+
+    def joint_state(self, q, qd, effort, t_ns) -> JointState:
+        m = self.js
+        _set_stamp(m.header.stamp, t_ns)
+        m.position = array.array('d', np.asarray(q, dtype=float).tobytes())
+        m.velocity = array.array('d', np.asarray(qd, dtype=float).tobytes())
+        m.effort = array.array('d', np.asarray(effort, dtype=float).tobytes())
+        return m
+
+    def strain_gauges(self, strain, variance, step, t_ns) -> StrainGauges:
+        m = self.strain
+        _set_stamp(m.header.stamp, t_ns)
+        m.step = int(step)
+        m.strain = array.array('d', np.asarray(strain, dtype=float).tobytes())
+        m.variance = array.array('d', np.asarray(variance, dtype=float).tobytes())
+        return m
+
+    def accelerometer(self, accel, t_ns) -> Imu:
+        m = self.imu
+        _set_stamp(m.header.stamp, t_ns)
+        a = [float(x) for x in accel]
+        m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z = a
+        return m
+
+
+def decode_joint_state(msg, joint_names):
+    """(q, qd | None, effort | None, t_ns) in the order of joint_names from a JointState (extra joints ignored)."""
+    names = list(msg.name)
+    if len(msg.position) != len(names):
+        raise ValueError(f'{len(names)} names but {len(msg.position)} positions')
+    index = {nm: i for i, nm in enumerate(names)}
+    missing = [nm for nm in joint_names if nm not in index]
+    if missing:
+        raise ValueError(f'joints {missing} missing (got {names})')
+    order = [index[nm] for nm in joint_names]
+    q = np.asarray(msg.position, dtype=float)[order]
+    if not np.all(np.isfinite(q)):
+        raise ValueError('non-finite position')
+    qd = eff = None
+    if len(msg.velocity):
+        if len(msg.velocity) != len(names):
+            raise ValueError(f'{len(msg.velocity)} velocities for {len(names)} joints')
+        qd = np.asarray(msg.velocity, dtype=float)[order]
+        if not np.all(np.isfinite(qd)):
+            raise ValueError('non-finite velocity')
+    if len(msg.effort):
+        if len(msg.effort) != len(names):
+            raise ValueError(f'{len(msg.effort)} efforts for {len(names)} joints')
+        eff = np.asarray(msg.effort, dtype=float)[order]
+        if not np.all(np.isfinite(eff)):
+            raise ValueError('non-finite effort')
+    return q, qd, eff, stamp_ns(msg.header.stamp)
+
+
+def decode_strain(msg, gauges, arm_id: str = ''):
+    """(strain (len(gauges),), t_ns, step) in the order of the configured gauges (model.sensing.StrainGauge); a
+    message of another arm, without one of them, or with a gauge of other geometry, is refused."""
+    if msg.arm_id and arm_id and msg.arm_id != arm_id:
+        raise ValueError(f'strain of arm {msg.arm_id!r}, this node runs {arm_id!r}')
+    names = list(msg.names)
+    if len(msg.strain) != len(names):
+        raise ValueError(f'{len(names)} gauge names but {len(msg.strain)} readings')
+    index = {nm: i for i, nm in enumerate(names)}
+    out = np.zeros(len(gauges))
+    for k, g in enumerate(gauges):
+        i = index.get(g.name)
+        if i is None:
+            raise ValueError(f'no reading of gauge {g.name} (got {names})')
+        if len(msg.positions) == len(names) and abs(msg.positions[i] - g.x) > 1e-9 * max(1.0, abs(g.x)):
+            raise ValueError(f'gauge {g.name} at {msg.positions[i]:g} m, configured at {g.x:g} m')
+        if len(msg.planes) == len(names) and int(msg.planes[i]) != g.plane:
+            raise ValueError(f'gauge {g.name} senses {PLANE_NAMES.get(int(msg.planes[i]), msg.planes[i])}, '
+                             f'configured {PLANE_NAMES[g.plane]}')
+        if len(msg.distances) == len(names) and abs(msg.distances[i] - g.c) > 1e-9 * max(1e-3, abs(g.c)):
+            raise ValueError(f'gauge {g.name} at c = {msg.distances[i]:g} m from the neutral axis, configured '
+                             f'{g.c:g} m')
+        out[k] = msg.strain[i]
+    if not np.all(np.isfinite(out)):
+        raise ValueError('non-finite strain')
+    return out, stamp_ns(msg.header.stamp), int(msg.step)
+
+
+def decode_accelerometer(msg):
+    """((3,) specific force, t_ns) from an Imu message."""
+    a = np.array([msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z], dtype=float)
+    if not np.all(np.isfinite(a)):
+        raise ValueError('non-finite acceleration')
+    t = stamp_ns(msg.header.stamp)
+    if not math.isfinite(t):
+        raise ValueError('bad stamp')
+    return a, t

@@ -1,0 +1,267 @@
+"""The state_estimator node over DDS (installed executable, real rclpy), and the hardware-in-the-loop result of
+issue 17: the estimator on the hardware bridge's /joint_states and the commanded effort, against emulated servos
+driven by the flexible-arm model, lets the modal LQR reach and hold its target.
+
+Waits are on conditions (matched endpoints, messages, diagnostics), never fixed sleeps; time bounds are generous
+(loaded 2-core machines). The physics of the estimator is tested in-process (flexarm_control/test/test_estimation.py).
+"""
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from plant_harness import stop  # noqa: E402
+from ros_support import start_node, stop_cleanly  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
+
+ROOT = os.path.abspath(os.path.join(HERE, '..'))
+ARMS = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms')
+KT = 1.78                  # the emulator's XM430-W350 torque constant
+
+
+class Client:
+    """An rclpy node of the test: publishers, the estimate, /joint_states and /diagnostics by status name."""
+
+    def __init__(self, env, procs):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from sensor_msgs.msg import JointState
+
+        from flexarm_msgs.msg import FlexState
+        self.procs = procs
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=int(env['ROS_DOMAIN_ID']))
+        self.node = rclpy.create_node('estimator_test', context=self.ctx)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=self.ctx)
+        self.executor.add_node(self.node)
+        self.qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self.estimates, self.js, self.diags = [], [], {}
+        self.node.create_subscription(FlexState, '/flexarm/state_estimate', self.estimates.append, self.qos)
+        self.node.create_subscription(JointState, '/joint_states', self.js.append, self.qos)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diag, self.qos)
+
+    def _diag(self, msg):
+        for st in msg.status:
+            d = {kv.key: kv.value for kv in st.values}
+            d['level'] = st.level if isinstance(st.level, int) else ord(st.level)
+            d['message'] = st.message
+            self.diags.setdefault(st.name, []).append(d)
+
+    def diag(self, name):
+        return self.diags[name][-1] if self.diags.get(name) else {}
+
+    def spin_until(self, pred, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return
+            self.executor.spin_once(timeout_sec=0.005)
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    raise AssertionError(f'{name} exited ({p.returncode}): {p.stderr.read()[-3000:]}')
+        raise AssertionError(f'timed out waiting for {what}; diagnostics: '
+                             f'{ {k: v[-1].get("message") for k, v in self.diags.items()} }')
+
+    def publisher(self, msg_type, topic, subscribers=1):
+        pub = self.node.create_publisher(msg_type, topic, self.qos)
+        self.spin_until(lambda: pub.get_subscription_count() >= subscribers, 60.0, f'a subscriber of {topic}')
+        return pub
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.ctx)
+
+
+def _params_file(tmp_path, node, params):
+    path = tmp_path / f'{node}.yaml'
+    path.write_text(yaml.safe_dump({node: {'ros__parameters': params}}))
+    return str(path)
+
+
+def test_estimator_node_estimates_and_reports_bad_and_missing_readings(ros_env, tmp_path):
+    """The node on synthetic readings (the arm at rest): it answers /joint_states with estimates stamped with the
+    readings' sample instants and carrying the commanded effort; non-finite strain readings and readings of
+    a gauge it does not know are rejected and counted; strain that stops is reported missing (WARN) and back (OK)
+    when it returns; SIGINT ends it cleanly."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from flexarm_msgs.msg import StrainGauges
+    gauges = ['shoulder@0.025', 'elbow@0.025']
+    pf = _params_file(tmp_path, 'state_estimator', {
+        'arm': os.path.join(ARMS, 'deluca_two_link.yaml'), 'rate': 100.0, 'sensors.strain.gauges': gauges,
+        'sensors.strain.timeout': 0.2})
+    proc = start_node('state_estimator', ['--ros-args', '--params-file', pf], ros_env)
+    c = Client(ros_env, {'state_estimator': proc})
+    name = 'flexarm_control/state_estimator'
+    try:
+        js_pub = c.publisher(JointState, '/joint_states')
+        st_pub = c.publisher(StrainGauges, '/flexarm/strain')
+        cmd_pub = c.publisher(Float64MultiArray, '/effort_controller/commands')
+        cmd_pub.publish(Float64MultiArray(data=[0.0, 0.0]))
+        state = {'k': 0, 'strain': 'ok'}
+
+        def send():
+            """One sample instant: strain (as configured), then the joint state (the tick)."""
+            k = state['k']
+            state['k'] += 1
+            t = c.node.get_clock().now().nanoseconds
+            if state['strain'] != 'off':
+                m = StrainGauges()
+                m.header.stamp.sec, m.header.stamp.nanosec = t // 10 ** 9, t % 10 ** 9
+                m.names = ['shoulder_link@0.025', 'elbow_link@0.025' if state['strain'] != 'other' else 'x@1']
+                m.strain = [float('nan'), 0.0] if state['strain'] == 'nan' else [1e-6 * math.sin(k), 0.0]
+                st_pub.publish(m)
+            js = JointState()
+            js.header.stamp.sec, js.header.stamp.nanosec = t // 10 ** 9, t % 10 ** 9
+            js.name = ['shoulder', 'elbow']
+            js.position = [0.0, 0.0]
+            js_pub.publish(js)
+            return t
+
+        def run_for(n):
+            stamps = []
+            for _ in range(n):
+                stamps.append(send())
+                t_next = time.monotonic() + 0.01
+                while time.monotonic() < t_next:
+                    c.executor.spin_once(timeout_sec=0.002)
+            return stamps
+        sent = run_for(60)
+        c.spin_until(lambda: len(c.estimates) >= 30, 30.0, 'estimates')
+        got = {e.header.stamp.sec * 10 ** 9 + e.header.stamp.nanosec for e in c.estimates}
+        # stamped with the readings' sample instants (real time: a busy node estimates from the newest reading)
+        assert len(got & set(sent)) >= 30
+        e = c.estimates[-1]
+        assert len(e.links) == 2 and e.arm_id.startswith('deluca_two_link:')
+        assert all(math.isfinite(x) for x in list(e.position) + list(e.velocity)
+                   + [v for lk in e.links for v in list(lk.modal_position) + list(lk.modal_velocity)])
+        # a tiny torque (the synthetic joints do not move: a real one would soon disagree with them and reset)
+        cmd_pub.publish(Float64MultiArray(data=[1e-5, -2e-5]))
+        cmd_pub.publish(Float64MultiArray(data=[float('nan'), 0.0]))        # rejected: the previous one stays
+        run_for(10)
+        c.spin_until(lambda: list(c.estimates[-1].effort) == [1e-5, -2e-5], 20.0, 'the command in the estimate')
+        state['strain'] = 'nan'
+        run_for(5)
+        state['strain'] = 'other'
+        run_for(5)
+        state['strain'] = 'ok'
+        run_for(10)
+        c.spin_until(lambda: int(c.diag(name).get('strain_rejected', 0)) >= 10
+                     and int(c.diag(name).get('commands_rejected', 0)) >= 1, 20.0, 'rejections counted')
+        assert 'strain' in c.diag(name).get('strain_last_reject', '')
+        state['strain'] = 'off'
+        deadline = time.monotonic() + 30.0
+        while not (c.diag(name).get('level') == 1 and 'strain gauges' in c.diag(name).get('message', '')):
+            run_for(10)
+            assert time.monotonic() < deadline, c.diag(name)
+        state['strain'] = 'ok'
+        deadline = time.monotonic() + 30.0
+        while c.diag(name).get('level') != 0:
+            run_for(10)
+            assert time.monotonic() < deadline, c.diag(name)
+        assert c.diag(name)['resets'] == '0'
+    finally:
+        c.close()
+        code, dt, err = stop_cleanly(proc)
+    assert code == 0 and 'Traceback' not in err, err[-3000:]
+
+
+def test_hardware_in_the_loop_modal_lqr_from_the_estimate(spawn, tmp_path, ros_env):
+    """Issue 17's hardware-in-the-loop result: hardware_bridge (its own process) on an emulated Dynamixel (real pty)
+    driving the slewing-beam flexible arm model; state_estimator on the bridge's /joint_states and the commanded
+    effort; the modal LQR (state_topic /flexarm/state_estimate) moves the hub 0.5 rad in 2 s, reaches the target and
+    holds it, the link's vibration damped; the estimator reports no reset."""
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from flexarm_bringup.runner import cycloid_trajectory
+    from flexarm_control.bridge.emulator import ServoEmulator
+    from flexarm_control.bridge.model_plant import ModelPlant
+    from flexarm_control.bridge.servo_bus import JointServoConfig
+    from flexarm_sim.model import load_model
+    arm = os.path.join(ARMS, 'slewing_beam.yaml')
+    model = load_model(arm)
+    rate, target = 100.0, 0.5           # Hz: within what a loaded 2-core machine keeps (the 39 Hz mode < Nyquist)
+    plant = ModelPlant(model, [JointServoConfig('hub', 1, torque_constant=KT)], dt=1e-3)
+    emu = ServoEmulator([1], plant=plant, link_path=str(tmp_path / 'ttyHIL3'))
+    bridge = {'port': emu.port_name, 'baud_rate': 1000000, 'loop_rate': rate, 'read_timeout': 0.2,
+              'fault_after_errors': 2, 'command_timeout': 0.5, 'watchdog_action': 'torque_off',
+              'diagnostics_period': 0.2, 'joint_names': ['hub'],
+              'joints': {'hub': {'servo_id': 1, 'torque_constant': KT, 'current_limit': 1.0,
+                                 'position_limits': [-3.0, 3.0], 'velocity_limit': 6.0}}}
+    procs = {}
+    c = None
+    try:
+        procs['bridge'] = spawn(['-m', 'flexarm_control.entry', 'hardware_bridge', '--ros-args', '--params-file',
+                                 _params_file(tmp_path, 'hardware_bridge', bridge)])
+        procs['state_estimator'] = start_node(
+            'state_estimator', ['--ros-args', '--params-file',
+                                _params_file(tmp_path, 'state_estimator', {
+                                    'arm': arm, 'rate': rate, 'sensors.encoders.timeout': 0.3})], ros_env)
+        procs['modal'] = start_node('modal', ['--ros-args', '--params-file', _params_file(tmp_path, 'modal', {
+            'arm': arm, 'rate': rate, 'state_topic': '/flexarm/state_estimate', 'state_timeout': 0.5,
+            'safe_mode.max_state_age': 0.1})], ros_env)      # the estimator's hop on a loaded machine
+        c = Client(ros_env, procs)
+        bname, ename = 'flexarm hardware_bridge', 'flexarm_control/state_estimator'
+        c.spin_until(lambda: c.diag(bname).get('state') == 'disabled', 60.0, 'bridge connected')
+        # the controller answers the estimates (holding q = 0) before the torque goes on: no watchdog
+        c.spin_until(lambda: int(c.diag(bname).get('commands_accepted', 0)) > 50, 120.0, 'controller commanding')
+        from std_srvs.srv import Trigger
+        cli = c.node.create_client(Trigger, '/hardware_bridge/enable')
+        c.spin_until(cli.service_is_ready, 30.0, 'enable service')
+        fut = cli.call_async(Trigger.Request())
+        c.spin_until(fut.done, 30.0, 'enable')
+        assert fut.result().success, fut.result().message
+        ref_pub = c.publisher(JointTrajectory, '/flexarm/reference')
+        c.spin_until(lambda: len(c.estimates) > 0, 30.0, 'an estimate')
+        t0 = c.estimates[-1].header.stamp.sec + 1e-9 * c.estimates[-1].header.stamp.nanosec + 0.2
+        times, q, qd, qdd = cycloid_trajectory(np.zeros(1), target, 2.0, 21)
+        msg = JointTrajectory()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(t0), int(round((t0 - int(t0)) * 1e9))
+        msg.joint_names = ['hub']
+        for k, tk in enumerate(times):
+            pt = JointTrajectoryPoint(positions=[float(q[k, 0])], velocities=[float(qd[k, 0])],
+                                      accelerations=[float(qdd[k, 0])])
+            pt.time_from_start.sec, pt.time_from_start.nanosec = int(tk), int(round((tk - int(tk)) * 1e9))
+            msg.points.append(pt)
+        ref_pub.publish(msg)
+        t_start = time.monotonic()
+
+        def settled():
+            recent = c.js[-100:]
+            return (time.monotonic() - t_start > 2.5 and len(recent) == 100
+                    and all(abs(m.position[0] - target) < 0.02 and abs(m.velocity[0]) < 0.1 for m in recent))
+        c.spin_until(settled, 60.0, 'the hub at the target')
+        # hold: 1 s more at the target, the bridge enabled throughout
+        n0 = len(c.js)
+        c.spin_until(lambda: len(c.js) > n0 + int(rate), 30.0, '1 s of holding')
+        assert all(abs(m.position[0] - target) < 0.02 for m in c.js[n0:])
+        z = plant.state.z.copy()
+        assert z[model.q_index][0] == pytest.approx(target, abs=0.02)           # the model's joint, not the view
+        tip = np.linalg.norm(model.tip_pose(z)[1] - model.tip_pose(np.r_[z[model.q_index], [0.0] * 3])[1])
+        assert tip < 0.005, tip                                                   # the link's vibration damped
+        d, e, m = c.diag(bname), c.diag(ename), c.diag('flexarm_control/modal')
+        assert d['state'] == 'enabled' and d['watchdog'] == 'ok', d
+        assert e.get('resets') == '0' and e.get('level') == 0, e
+        assert m.get('law') == 'modal', m
+        # (a loaded machine may still delay states beyond 0.1 s: the controller then holds with its fallback law for a
+        # moment; its entries are reported, not failed: timing is not what this test holds)
+        print(f'HIL modal LQR from the estimate: {target} rad reached and held {time.monotonic() - t_start:.1f} s '
+              f'after the reference, hub {z[model.q_index][0]:.4f} rad, tip deflection {1e3 * tip:.2f} mm; estimator '
+              f'{e.get("message")}, innovation max {e.get("encoders_innovation_max")} sigma, resets {e.get("resets")}; '
+              f'controller safe-mode entries {m.get("safe_mode_entries")}; bridge {d.get("achieved_rate_hz")} Hz')
+    finally:
+        if c is not None:
+            c.close()
+        for p in procs.values():
+            stop(p)
+        emu.close()
