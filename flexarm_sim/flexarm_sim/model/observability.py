@@ -136,7 +136,7 @@ def observability(model, sensors: SensorSet, q=None, dt=2e-3, horizon=None, nois
     # are linear functionals f of x; they can be estimated iff f vanishes on the unobservable subspace, and the
     # bound on their variance is f W^+ f^T, shown as the tip displacement of the mode
     Cp, _ = tip_frame_jacobians(model, lin.z0)
-    Vinv = np.linalg.inv(modes.shapes)
+    Vinv = np.linalg.inv(np.hstack([modes.shapes, modes.unstable_shapes]))   # stable columns first (index i)
     F = scipy.linalg.block_diag(Vinv, Vinv)            # rows: amplitudes, then rates
     Wp = np.linalg.pinv(W, rcond=RANK_TOL)
     nulln = null / np.maximum(np.linalg.norm(null, axis=0), 1e-300) if null.size else null
