@@ -162,10 +162,12 @@ def estimator_node(path: str, sensor_set: str, config: str, rate: float, time_mo
 def hardware_estimator(arm_file: str, rate: float):
     """(the state_estimator's NodeSpec, the controller's extra overrides) for hardware: encoders only (the bridge
     measures joints), at the bridge's loop_rate (each /joint_states reading is one period); the controller runs at
-    that rate too and feeds back the estimate."""
+    that rate too and feeds back the estimate. The prediction applies the servos' measured torque (the effort of
+    /joint_states: present current x torque constant), not the command: a command reaches the servos up to a
+    period later and is clipped at their current limit, which the command does not say."""
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     est = NodeSpec('flexarm_control', 'state_estimator', 'state_estimator', (os.path.join(config, 'estimator.yaml'),),
-                   {'arm': arm_file, 'rate': float(rate)})
+                   {'arm': arm_file, 'rate': float(rate), 'input': 'measured_effort'})
     return est, {'state_topic': ESTIMATE_TOPIC, 'rate': float(rate)}
 
 

@@ -57,6 +57,7 @@ class ControllerNode(Node):
         self._newest = None                    # (z, zd, t, step, stamp, monotonic receive time): timer mode
         self._stale = True
         self._t_last_state = None
+        self._blind_warned = False              # warned once: joints-only states under a modal law
         self.decoder = FlexStateDecoder(self.layout)
         self.writer = CommandWriter(model.n_joints)
         self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', qos(10))
@@ -137,6 +138,13 @@ class ControllerNode(Node):
                                       throttle_duration_sec=2.0)
             return
         self._t_last_state = st.t
+        if (not st.has_modes and not self._blind_warned and self.kind == 'modal'
+                and self.model.n_coords > self.model.n_joints):
+            self._blind_warned = True
+            self.get_logger().warning(
+                f'the states on {self.params["state_topic"]} carry joints only (no modal coordinates: the hardware '
+                'bridge measures joints): the modal law feeds back zero deflection. Estimate them: hardware.launch.py '
+                'estimator:=encoders (state_estimator, state_topic:=/flexarm/state_estimate)')
         if self.lockstep:
             with self._lock:
                 self.rt.hold(st.z, st.t)
