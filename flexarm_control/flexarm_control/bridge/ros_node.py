@@ -43,6 +43,7 @@ from flexarm_sim.common.scheduler import FixedRateScheduler, set_timer_slack
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, qos
+from flexarm_sim.ros.node_main import log_at
 
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
@@ -122,14 +123,8 @@ class BridgeNode(Node):
             f'{self.cfg["watchdog_action"]}; torque off until ~/enable')
 
     # ------------------------------------------------------------------ logging / inputs
-    def _log(self, level, msg):
-        lg = self.get_logger()      # one call site per severity (rclpy requires it)
-        if level == 'error':
-            lg.error(msg)
-        elif level == 'warn':
-            lg.warning(msg)
-        else:
-            lg.info(msg)
+    def _log(self, level, message):
+        log_at(self.get_logger(), level, message)
 
     def _reject(self, ok, reason, topic):
         if ok:

@@ -33,6 +33,7 @@ from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos
+from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from ..controller.config import TABLES
@@ -103,13 +104,7 @@ class ControllerNode(Node):
                     f'{np.array2string(law.omega_n, precision=3)}) by the hubs\' inertia with the links free')
 
     def log(self, level, message):
-        lg = self.get_logger()          # one call site per severity (rclpy ties a severity to its call site)
-        if level == 'error':
-            lg.error(message)
-        elif level == 'warn':
-            lg.warning(message)
-        else:
-            lg.info(message)
+        log_at(self.get_logger(), level, message)
 
     def _apply(self, values, changed):
         with self._lock:

@@ -47,6 +47,7 @@ from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.precompile import compile_lock, ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.messages import diagnostics, qos
+from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns
 
@@ -112,13 +113,7 @@ class EstimatorNode(Node):
                                f'{rt.rate:g} Hz{", lockstep" if self.lockstep else ""}; input: {rt.values["input"]}')
 
     def log(self, level, message):
-        lg = self.get_logger()          # one call site per severity (rclpy ties a severity to its call site)
-        if level == 'error':
-            lg.error(message)
-        elif level == 'warn':
-            lg.warning(message)
-        else:
-            lg.info(message)
+        log_at(self.get_logger(), level, message)
 
     def _rejected(self, what, reason):
         if not reason:

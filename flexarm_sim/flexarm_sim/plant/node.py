@@ -52,6 +52,7 @@ from ..ros.flexstate import FlexStateEncoder
 from ..ros.hotpath import HotSubscription
 from ..ros.parameters import NodeParams, warn_unmatched_params_files
 from ..ros.messages import CommandReader, JointStateEncoder, diagnostics, qos, stamp
+from ..ros.node_main import log_at
 from ..ros.sensors import SensorEncoder
 from . import config
 from .outputs import ArmOutputs
@@ -201,13 +202,7 @@ class PlantNode(Node):
                                           self.get_clock().now().nanoseconds))
 
     def log(self, level, message):
-        lg = self.get_logger()          # one call site per severity (rclpy ties a severity to its call site)
-        if level == 'error':
-            lg.error(message)
-        elif level == 'warn':
-            lg.warning(message)
-        else:
-            lg.info(message)
+        log_at(self.get_logger(), level, message)
 
     # ------------------------------------------------------------------ inputs
     def _rejected(self, what, reason):

@@ -90,6 +90,17 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
     return code
 
 
+def log_at(logger, level: str, message: str) -> None:
+    """The runtimes' log(level, message) ('error' | 'warn' | 'info') on an rclpy logger; one call site per severity
+    (rclpy ties a severity to its call site)."""
+    if level == 'error':
+        logger.error(message)
+    elif level == 'warn':
+        logger.warning(message)
+    else:
+        logger.info(message)
+
+
 def exit_process(code: int):
     """Flush stdout/stderr and end the process now (after run_node has shut everything down)."""
     for f in (sys.stdout, sys.stderr):
