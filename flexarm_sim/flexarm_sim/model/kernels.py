@@ -25,7 +25,9 @@ Tip_j = ElasticTip_j Rx(twist_j).
 Workspace arrays are allocated once per model (ArmModel) and reused; the kernels write into them.
 """
 import numpy as np
-from numba import njit
+from numba import njit, typeof, types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
 
 # Floating-point freedoms of the kernels: reassociation, contraction (FMA), reciprocal, signed zeros; not 'nnan' /
 # 'ninf' (callers check results for non-finite values, which those would let LLVM optimise away). Measured with
@@ -37,12 +39,12 @@ FASTMATH = {'reassoc', 'contract', 'arcp', 'nsz'}
 # update in numba), and the per-body helper is inlined and takes plain arrays.
 
 
-@njit(cache=True, inline='always', fastmath=FASTMATH)
+@njit(cache=True, fastmath=FASTMATH)
 def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
-@njit(cache=True, inline='always', fastmath=FASTMATH)
+@njit(cache=True, fastmath=FASTMATH)
 def _elastic_rotation(th0, th1, th2, Re, G):
     """Re = Rz(th_z) Ry(th_y) Rx(th_x); columns of G map (thdot_x, thdot_y, thdot_z) to the
     relative angular velocity in the parent (link) frame: G = [Rz Ry e_x, Rz e_y, e_z]."""
@@ -72,17 +74,137 @@ def _elastic_rotation(th0, th1, th2, Re, G):
 # ---------------------------------------------------------------------------------------------- one body
 
 
-@njit(cache=True, inline='always', fastmath=FASTMATH)
-def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
-                M, S0, I0, Phibar, I1, I2, H0, H1, Mdd,
-                J, rhs, want_mass, A, Y, Ak, Hm):
-    """Add one body: J += Jb^T M_b Jb, rhs -= Jb^T F_b(z''=0), with Jb = [R^T Jv; R^T Jw; selector of
-    the body's modal coordinates ds..ds+m] and M_b(delta) assembled from the modal integrals:
+@njit(cache=True, fastmath=FASTMATH)
+def _foreshortening(d, ws, j, m, ds, z, zd):
+    """Contractions of the foreshortening integrals of link j (link_modes.py) with the state, into ws:
 
-        M_b = [[M 1, -[S]x, Phibar], [[S]x, I(delta), H(delta)], [Phibar^T, H^T, Mdd]]
-        S = S0 + Phibar delta,  I = I0 + sum_k delta_k I1_k + sum_kl delta_k delta_l I2_kl,
-        H_k = H0_k + sum_l delta_l H1_lk.
+        fs_v[0] = Gbar delta, fs_v[1] = Gbar deltadot, fs_v[2, k] = d(a2 + a4)/d delta_k,
+        fs_R[0, k, a] = sum_b C_kab delta_b e_b,  fs_R[1, k, a] = sum_b delta_b C_kba e_a,
+        fs_R[2, l, k] = d h_l / d delta_k,  fs_F[k, a, l] = sum_b D_kalb delta_b,  fs_E = int mu g g^T,
+        fs_hc[k] = (h_k y, z; d c/d delta_k y, z)
+
+    with g = G delta, u = -delta^T G delta / 2, a2 = int 2 mu eta u, a4 = int mu u^2, c = int mu u w,
+    h_k = int mu (g_k w + u phi_k) (e_b: the plane axis of mode b). Returns (U = int mu u, a2 + a4, c_y, c_z,
+    Sdot_x, bias of S''_x) with Sdot_x = -g_bar . deltadot and the bias -deltadot^T Gbar deltadot."""
+    G = d.fs_G[j]
+    C = d.fs_C[j]
+    D = d.fs_D[j]
+    ax = d.mode_axis[j]
+    v = ws.fs_v
+    R = ws.fs_R
+    F = ws.fs_F
+    E = ws.fs_E
+    hc = ws.fs_hc
+    U = 0.0
+    a24 = 0.0
+    sdx = 0.0
+    sddx = 0.0
+    for k in range(m):
+        gb = 0.0
+        gbd = 0.0
+        ge = 0.0
+        for l in range(m):
+            gb += G[0, k, l] * z[ds + l]
+            gbd += G[0, k, l] * zd[ds + l]
+            ge += G[1, k, l] * z[ds + l]
+        dk = z[ds + k]
+        v[0, k] = gb
+        v[1, k] = gbd
+        v[2, k] = -2.0 * ge
+        U -= 0.5 * dk * gb
+        a24 -= dk * ge
+        sdx -= gb * zd[ds + k]
+        sddx -= gbd * zd[ds + k]
+    for k in range(m):
+        for a in range(m):
+            R[0, k, a, 1] = 0.0
+            R[0, k, a, 2] = 0.0
+            R[1, k, a, 1] = 0.0
+            R[1, k, a, 2] = 0.0
+            r2 = 0.0
+            for b in range(m):
+                R[0, k, a, ax[b]] += C[k, a, b] * z[ds + b]
+                r2 += C[k, b, a] * z[ds + b]
+            R[1, k, a, ax[a]] = r2
+            for l in range(m):
+                f = 0.0
+                for b in range(m):
+                    f += D[k, a, l, b] * z[ds + b]
+                F[k, a, l] = f
+    cy = 0.0
+    cz = 0.0
+    for k in range(m):
+        dk = z[ds + k]
+        q1y = 0.0
+        q1z = 0.0
+        q2y = 0.0
+        q2z = 0.0
+        da4 = 0.0
+        for a in range(m):
+            da = z[ds + a]
+            q1y += da * R[0, k, a, 1]
+            q1z += da * R[0, k, a, 2]
+            q2y += da * R[1, a, k, 1]
+            q2z += da * R[1, a, k, 2]
+            R[2, k, a, 1] = R[0, k, a, 1] + R[1, k, a, 1] - R[1, a, k, 1]
+            R[2, k, a, 2] = R[0, k, a, 2] + R[1, k, a, 2] - R[1, a, k, 2]
+            e = 0.0
+            f = 0.0
+            for b in range(m):
+                e += z[ds + b] * F[b, a, k]
+                f += z[ds + b] * F[k, b, a]
+            da4 += da * e
+            E[k, a] = f
+        v[2, k] += da4
+        a24 += 0.25 * dk * da4
+        cy -= 0.5 * dk * q2y
+        cz -= 0.5 * dk * q2z
+        hc[k, 0] = q1y - 0.5 * q2y
+        hc[k, 1] = q1z - 0.5 * q2z
+        hc[k, 2] = -q1y - 0.5 * q2y
+        hc[k, 3] = -q1z - 0.5 * q2z
+    return U, a24, cy, cz, sdx, sddx
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _body_terms(d, ws, b, j, R, Jv, Jw, v, om, a, al, ncol, z, zd, J, rhs, want_mass):
+    """Add one body: J += Jb^T M_b Jb, rhs -= Jb^T F_b(z''=0), with Jb = [R^T Jv; R^T Jw; selector of
+    the body's modal coordinates ds..ds+m]. Body b < n_joints is link b (its modes, hub, attachments);
+    b = n_joints is the payload (rigid, in the elastic tip frame of link j). M_b(delta):
+
+        M_b = [[M 1, -[S]x, P], [[S]x, I, H], [P^T, H^T, Mdd]],  P = dS/d delta,
+        S = S0 + Phibar delta (+ e_x U),  I = I0 + sum_k delta_k I1_k + sum_kl delta_k delta_l I2_kl (+ I_fs),
+        H_k = H0_k + sum_l delta_l H1_lk (+ e_x x h_k),  Mdd (+ int mu g g^T)
+
+    (foreshortening terms in brackets, see _foreshortening). Generalized inertia force (Hamel):
+    F_v = pdot + w x p, F_w = Ldot + w x L + v x p, F_delta = d/dt p_delta - dT/d delta.
     """
+    n = d.n_joints
+    A = ws.A
+    Y = ws.Y
+    Ak = ws.Ak
+    Hm = ws.Hm
+    P = ws.P
+    if b < n:
+        M = d.body_mass[b]
+        S0 = d.body_S0[b]
+        I0 = d.body_I0[b]
+        m = d.n_modes[b]
+        ds = d.q_index[b] + 1
+        fs = d.fs_active[b]
+    else:
+        M = d.payload_mass
+        S0 = d.payload_S
+        I0 = d.payload_I0
+        m = ncol - ncol
+        ds = ncol
+        fs = m > 0
+    Phibar = d.body_Phibar[j]
+    I1 = d.body_I1[j]
+    I2 = d.body_I2[j]
+    H0 = d.body_H0[j]
+    H1 = d.body_H1[j]
+    Mdd = d.body_Mdd[j]
     # body Jacobian rows (6 x ncol)
     for c in range(ncol):
         for i in range(3):
@@ -102,22 +224,19 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
     aw0 = R[0, 0] * al[0] + R[1, 0] * al[1] + R[2, 0] * al[2]
     aw1 = R[0, 1] * al[0] + R[1, 1] * al[1] + R[2, 1] * al[2]
     aw2 = R[0, 2] * al[0] + R[1, 2] * al[1] + R[2, 2] * al[2]
-    # configuration-dependent integrals: S, I, H, and A_k = dI/d delta_k = I1_k + 2 sum_l delta_l I2_kl
+    # configuration-dependent integrals: S, P, I, H, and A_k = dI/d delta_k (= I1_k + 2 sum_l delta_l I2_kl)
     S0_, S1_, S2_ = S0[0], S0[1], S0[2]
     Sd0 = 0.0
     Sd1 = 0.0
     Sd2 = 0.0
     I00, I01, I02 = I0[0, 0], I0[0, 1], I0[0, 2]
     I11, I12, I22 = I0[1, 1], I0[1, 2], I0[2, 2]
-    Id00 = 0.0
-    Id01 = 0.0
-    Id02 = 0.0
-    Id11 = 0.0
-    Id12 = 0.0
-    Id22 = 0.0
     for k in range(m):
         dk = z[ds + k]
         ddk = zd[ds + k]
+        P[0, k] = Phibar[0, k]
+        P[1, k] = Phibar[1, k]
+        P[2, k] = Phibar[2, k]
         S0_ += Phibar[0, k] * dk
         S1_ += Phibar[1, k] * dk
         S2_ += Phibar[2, k] * dk
@@ -125,12 +244,12 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
         Sd1 += Phibar[1, k] * ddk
         Sd2 += Phibar[2, k] * ddk
         for i in range(3):
-            for j in range(i, 3):
-                b = 0.0
+            for jj in range(i, 3):
+                bb = 0.0
                 for l in range(m):
-                    b += I2[k, l, i, j] * z[ds + l]
-                Ak[k, i, j] = I1[k, i, j] + 2.0 * b
-                Ak[k, j, i] = Ak[k, i, j]
+                    bb += I2[k, l, i, jj] * z[ds + l]
+                Ak[k, i, jj] = I1[k, i, jj] + 2.0 * bb
+                Ak[k, jj, i] = Ak[k, i, jj]
         # I += delta_k (I1_k + B_k) = delta_k (A_k + I1_k) / 2
         I00 += 0.5 * dk * (Ak[k, 0, 0] + I1[k, 0, 0])
         I01 += 0.5 * dk * (Ak[k, 0, 1] + I1[k, 0, 1])
@@ -138,20 +257,51 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
         I11 += 0.5 * dk * (Ak[k, 1, 1] + I1[k, 1, 1])
         I12 += 0.5 * dk * (Ak[k, 1, 2] + I1[k, 1, 2])
         I22 += 0.5 * dk * (Ak[k, 2, 2] + I1[k, 2, 2])
+        for i in range(3):
+            h = H0[i, k]
+            for l in range(m):
+                h += H1[l, k, i] * z[ds + l]
+            Hm[i, k] = h
+    sddx = 0.0
+    if fs:
+        # foreshortening: S_x += U, I += (a2 + a4) diag(0,1,1) - (e_x c^T + c e_x^T), H_k += e_x x h_k,
+        # P_k -= e_x (Gbar delta)_k, and the same in A_k
+        U, a24, cy, cz, sdx, sddx = _foreshortening(d, ws, j, m, ds, z, zd)
+        fv = ws.fs_v
+        hc = ws.fs_hc
+        S0_ += U
+        Sd0 += sdx
+        I11 += a24
+        I22 += a24
+        I01 -= cy
+        I02 -= cz
+        for k in range(m):
+            P[0, k] -= fv[0, k]
+            Hm[1, k] -= hc[k, 1]
+            Hm[2, k] += hc[k, 0]
+            Ak[k, 1, 1] += fv[2, k]
+            Ak[k, 2, 2] += fv[2, k]
+            Ak[k, 0, 1] -= hc[k, 2]
+            Ak[k, 1, 0] -= hc[k, 2]
+            Ak[k, 0, 2] -= hc[k, 3]
+            Ak[k, 2, 0] -= hc[k, 3]
+    Id00 = 0.0
+    Id01 = 0.0
+    Id02 = 0.0
+    Id11 = 0.0
+    Id12 = 0.0
+    Id22 = 0.0
+    for k in range(m):
+        ddk = zd[ds + k]
         Id00 += ddk * Ak[k, 0, 0]
         Id01 += ddk * Ak[k, 0, 1]
         Id02 += ddk * Ak[k, 0, 2]
         Id11 += ddk * Ak[k, 1, 1]
         Id12 += ddk * Ak[k, 1, 2]
         Id22 += ddk * Ak[k, 2, 2]
-        for i in range(3):
-            h = H0[i, k]
-            for l in range(m):
-                h += H1[l, k, i] * z[ds + l]
-            Hm[i, k] = h
-    # momenta P = M_b nu: p (linear), L (angular), pd (modal)
+    # momenta P = M_b nu: p (linear), L (angular)
     c0, c1, c2 = _cross(w0, w1, w2, S0_, S1_, S2_)
-    p0 = M * v0 + c0 + Sd0          # Phibar deltadot = Sdot
+    p0 = M * v0 + c0 + Sd0          # P deltadot = Sdot
     p1 = M * v1 + c1 + Sd1
     p2 = M * v2 + c2 + Sd2
     c0, c1, c2 = _cross(S0_, S1_, S2_, v0, v1, v2)
@@ -167,7 +317,7 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
     c0, c1, c2 = _cross(aw0, aw1, aw2, S0_, S1_, S2_)
     e0, e1, e2 = _cross(w0, w1, w2, Sd0, Sd1, Sd2)
     g0, g1, g2 = _cross(w0, w1, w2, p0, p1, p2)
-    fp0 = M * av0 + c0 + e0 + g0
+    fp0 = M * av0 + c0 + e0 + g0 + sddx       # + Pdot deltadot = -e_x deltadot^T Gbar deltadot
     fp1 = M * av1 + c1 + e1 + g1
     fp2 = M * av2 + c2 + e2 + g2
     c0, c1, c2 = _cross(S0_, S1_, S2_, av0, av1, av2)
@@ -177,19 +327,23 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
     fL0 = c0 + I00 * aw0 + I01 * aw1 + I02 * aw2 + e0 + Id00 * w0 + Id01 * w1 + Id02 * w2 + g0 + h0
     fL1 = c1 + I01 * aw0 + I11 * aw1 + I12 * aw2 + e1 + Id01 * w0 + Id11 * w1 + Id12 * w2 + g1 + h1
     fL2 = c2 + I02 * aw0 + I12 * aw1 + I22 * aw2 + e2 + Id02 * w0 + Id12 * w1 + Id22 * w2 + g2 + h2
-    for l in range(m):            # Hdot delta_dot, Hdot_l = sum_k deltadot_k H1_kl
+    for l in range(m):            # Hdot delta_dot, Hdot_l = sum_k deltadot_k dH_l/d delta_k
         dl = zd[ds + l]
         for k in range(m):
             dk = zd[ds + k]
             fL0 += dk * H1[k, l, 0] * dl
             fL1 += dk * H1[k, l, 1] * dl
             fL2 += dk * H1[k, l, 2] * dl
+            if fs:                # e_x x dh_lk with dh_lk = d h_l / d delta_k
+                dh = ws.fs_R
+                fL1 -= dk * dh[2, l, k, 2] * dl
+                fL2 += dk * dh[2, l, k, 1] * dl
     for c in range(ncol):
         rhs[c] -= (A[0, c] * fp0 + A[1, c] * fp1 + A[2, c] * fp2
                    + A[3, c] * fL0 + A[4, c] * fL1 + A[5, c] * fL2)
     for k in range(m):
-        # Phibar^T nudot_v + H^T nudot_w + Hdot^T w - dT/d delta_k
-        fd = (Phibar[0, k] * av0 + Phibar[1, k] * av1 + Phibar[2, k] * av2
+        # P^T nudot_v + H^T nudot_w + Hdot^T w (+ Pdot^T v + Mdd_dot deltadot) - dT/d delta_k
+        fd = (P[0, k] * av0 + P[1, k] * av1 + P[2, k] * av2
               + Hm[0, k] * aw0 + Hm[1, k] * aw1 + Hm[2, k] * aw2)
         hd0 = 0.0
         hd1 = 0.0
@@ -206,12 +360,27 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
             hk1 += dl * H1[k, l, 1]
             hk2 += dl * H1[k, l, 2]
         fd += hd0 * w0 + hd1 * w1 + hd2 * w2
-        c0, c1, c2 = _cross(w0, w1, w2, Phibar[0, k], Phibar[1, k], Phibar[2, k])
+        c0, c1, c2 = _cross(w0, w1, w2, P[0, k], P[1, k], P[2, k])
         dT = (v0 * c0 + v1 * c1 + v2 * c2
               + 0.5 * (w0 * (Ak[k, 0, 0] * w0 + Ak[k, 0, 1] * w1 + Ak[k, 0, 2] * w2)
                        + w1 * (Ak[k, 1, 0] * w0 + Ak[k, 1, 1] * w1 + Ak[k, 1, 2] * w2)
                        + w2 * (Ak[k, 2, 0] * w0 + Ak[k, 2, 1] * w1 + Ak[k, 2, 2] * w2))
               + w0 * hk0 + w1 * hk1 + w2 * hk2)
+        if fs:
+            dh = ws.fs_R
+            F = ws.fs_F
+            gbd = ws.fs_v[1, k]
+            fd -= v0 * gbd                          # Pdot_k^T v
+            dT -= v0 * gbd                          # v . (dP/d delta_k deltadot)
+            for l in range(m):
+                dl = zd[ds + l]
+                # Hdot_k = sum_l deltadot_l e_x x dh_kl;  dH_l/d delta_k deltadot_l = e_x x dh_lk
+                fd += dl * (w2 * dh[2, k, l, 1] - w1 * dh[2, k, l, 2])
+                dT += dl * (w2 * dh[2, l, k, 1] - w1 * dh[2, l, k, 2])
+                for mm in range(m):
+                    dmm = zd[ds + mm]
+                    fd += dl * dmm * (F[k, l, mm] + F[mm, l, k])    # Mdd_dot deltadot
+                    dT += dl * dmm * F[l, k, mm]                    # 1/2 deltadot^T dMdd/d delta_k deltadot
         rhs[ds + k] -= fd - dT
     if want_mass:
         # Y = M11 A with M11 = [[M 1, -[S]x], [[S]x, I]]
@@ -232,10 +401,12 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
                             + A[3, r] * Y[3, c] + A[4, r] * Y[4, c] + A[5, r] * Y[5, c])
         for k in range(m):
             for c in range(ds):            # the body's own frame does not move with its modes
-                J[c, ds + k] += (Phibar[0, k] * A[0, c] + Phibar[1, k] * A[1, c] + Phibar[2, k] * A[2, c]
+                J[c, ds + k] += (P[0, k] * A[0, c] + P[1, k] * A[1, c] + P[2, k] * A[2, c]
                                  + Hm[0, k] * A[3, c] + Hm[1, k] * A[4, c] + Hm[2, k] * A[5, c])
             for l in range(k, m):
                 J[ds + k, ds + l] += Mdd[k, l]
+                if fs:
+                    J[ds + k, ds + l] += ws.fs_E[k, l]
 
 
 # ---------------------------------------------------------------------------------------------- the dynamics
@@ -243,7 +414,10 @@ def _body_terms(R, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
 
 @njit(cache=True, fastmath=FASTMATH)
 def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
-    """Fill J (symmetric) and rhs = R(z, z', tau) of J z'' = R."""
+    """Fill J (symmetric, if want_mass) and rhs = R(z, z', tau) of J z'' = R.
+
+    The one large kernel: the other kernels call it through `call_dynamics_terms` (by its address), so its
+    code is compiled and optimised once, not again inside every caller."""
     n = d.n_joints
     N = d.n_coords
     q_index = d.q_index
@@ -256,20 +430,14 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     phi_tip = d.phi_tip
     theta_tip = d.theta_tip
     body_active = d.body_active
-    body_mass = d.body_mass
-    body_S0 = d.body_S0
-    body_I0 = d.body_I0
-    body_Phibar = d.body_Phibar
-    body_I1 = d.body_I1
-    body_I2 = d.body_I2
-    body_H0 = d.body_H0
-    body_H1 = d.body_H1
-    body_Mdd = d.body_Mdd
+    fs_active = d.fs_active
+    fs_G = d.fs_G
     stiffness = d.stiffness
     damping = d.damping
     viscous = d.viscous
     coulomb = d.coulomb
     rotor = d.rotor_inertia
+    stop = d.joint_stop
     vc = d.coulomb_velocity
     Rt = ws.Rt
     Jwt = ws.Jwt
@@ -280,10 +448,6 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     G = ws.G
     Jv = ws.Jv
     Jw = ws.Jw
-    A = ws.A
-    Y = ws.Y
-    Ak = ws.Ak
-    Hm = ws.Hm
     pt = ws.pt
     omt = ws.omt
     vt = ws.vt
@@ -293,6 +457,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     v = ws.v
     al = ws.al
     a = ws.a
+    gt = ws.fs_v[3]
 
     for i in range(N):
         rhs[i] = 0.0
@@ -367,10 +532,9 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                 Jv[i, c] = 0.0
         # link body j (with its hub and rigid attachments), in L_j (rotation RF)
         if body_active[j]:
-            _body_terms(RF, Jv, Jw, v, om, a, al, ncol, ds, m, z, zd,
-                        body_mass[j], body_S0[j], body_I0[j], body_Phibar[j], body_I1[j], body_I2[j],
-                        body_H0[j], body_H1[j], body_Mdd[j], J, rhs, want_mass, A, Y, Ak, Hm)
-        # elastic tip of link j: rho = l e_x + Phi_tip delta, rotation Re(th), th = Theta_tip delta
+            _body_terms(d, ws, j, j, RF, Jv, Jw, v, om, a, al, ncol, z, zd, J, rhs, want_mass)
+        # elastic tip of link j: rho = l e_x + Phi_tip delta (- 1/2 delta^T G_tip delta e_x),
+        # rotation Re(th), th = Theta_tip delta
         rho0 = length[j]
         rho1 = 0.0
         rho2 = 0.0
@@ -398,6 +562,19 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             td0 += theta_tip[j, 0, k] * ddk
             td1 += theta_tip[j, 1, k] * ddk
             td2 += theta_tip[j, 2, k] * ddk
+        bx = 0.0                  # bias of the tip's relative acceleration along x: -deltadot^T G_tip deltadot
+        fs = fs_active[j]
+        if fs:
+            for k in range(m):
+                g = 0.0
+                gd = 0.0
+                for l in range(m):
+                    g += fs_G[j, 2, k, l] * z[ds + l]
+                    gd += fs_G[j, 2, k, l] * zd[ds + l]
+                gt[k] = g
+                rho0 -= 0.5 * z[ds + k] * g
+                rd0_ -= g * zd[ds + k]
+                bx -= gd * zd[ds + k]
         r0 = RF[0, 0] * rho0 + RF[0, 1] * rho1 + RF[0, 2] * rho2
         r1 = RF[1, 0] * rho0 + RF[1, 1] * rho1 + RF[1, 2] * rho2
         r2 = RF[2, 0] * rho0 + RF[2, 1] * rho1 + RF[2, 2] * rho2
@@ -429,9 +606,9 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         e0, e1, e2 = _cross(al[0], al[1], al[2], r0, r1, r2)
         f0, f1, f2 = _cross(om[0], om[1], om[2], c0, c1, c2)
         g0, g1, g2 = _cross(om[0], om[1], om[2], rd0, rd1, rd2)
-        at[0] = a[0] + e0 + f0 + 2.0 * g0
-        at[1] = a[1] + e1 + f1 + 2.0 * g1
-        at[2] = a[2] + e2 + f2 + 2.0 * g2
+        at[0] = a[0] + e0 + f0 + 2.0 * g0 + RF[0, 0] * bx
+        at[1] = a[1] + e1 + f1 + 2.0 * g1 + RF[1, 0] * bx
+        at[2] = a[2] + e2 + f2 + 2.0 * g2 + RF[2, 0] * bx
         h0, h1, h2 = _cross(om[0], om[1], om[2], wr0, wr1, wr2)
         alt[0] = al[0] + h0 + gd0
         alt[1] = al[1] + h1 + gd1
@@ -454,6 +631,8 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         for k in range(m):
             c = ds + k
             p0, p1, p2 = phi_tip[j, 0, k], phi_tip[j, 1, k], phi_tip[j, 2, k]
+            if fs:
+                p0 -= gt[k]
             t0 = G[0, 0] * theta_tip[j, 0, k] + G[0, 1] * theta_tip[j, 1, k]
             t1 = G[1, 0] * theta_tip[j, 0, k] + G[1, 1] * theta_tip[j, 1, k]
             t2 = G[2, 0] * theta_tip[j, 0, k] + theta_tip[j, 2, k]
@@ -465,9 +644,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             for k in range(3):
                 RE[i, k] = RF[i, 0] * Re[0, k] + RF[i, 1] * Re[1, k] + RF[i, 2] * Re[2, k]
         if j == n - 1 and d.payload_active:
-            _body_terms(RE, Jvt, Jwt, vt, omt, at, alt, ncol, ncol, 0, z, zd,
-                        d.payload_mass, d.payload_S, d.payload_I0, body_Phibar[j], body_I1[j], body_I2[j],
-                        body_H0[j], body_H1[j], body_Mdd[j], J, rhs, want_mass, A, Y, Ak, Hm)
+            _body_terms(d, ws, n, j, RE, Jvt, Jwt, vt, omt, at, alt, ncol, z, zd, J, rhs, want_mass)
         # Tip_j = ElasticTip_j Rx(twist_j)
         ca, sa = np.cos(twist[j]), np.sin(twist[j])
         for i in range(3):
@@ -480,14 +657,85 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             for l in range(m):
                 s += stiffness[j, k, l] * z[ds + l] + damping[j, k, l] * zd[ds + l]
             rhs[ds + k] -= s
-        # joint torque, friction; reflected rotor inertia on the diagonal
-        rhs[qj] += tau[j] - viscous[j] * qd - coulomb[j] * np.tanh(qd / vc)
+        # joint torque, friction, hard stops at the position limits; reflected rotor inertia on the diagonal
+        rhs[qj] += tau[j] - viscous[j] * qd - coulomb[j] * np.tanh(qd / vc) + stop_torque(stop, j, z[qj], qd)
         if want_mass:
             J[qj, qj] += rotor[j]
     if want_mass:
         for r in range(N):
             for c in range(r):
                 J[r, c] = J[c, r]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def stop_torque(stop, j, q, qd):
+    """Torque of joint j's hard stops (rows of KernelData.joint_stop: lower, upper limit, stiffness k, damping c):
+    a spring-damper that only pushes, -max(0, k p + c pdot) with the penetration p = q - upper (mirrored at the
+    lower stop). Its spring energy is 1/2 k p^2 (stop_energy); the clamp to pushing never adds energy."""
+    k = stop[j, 2]
+    if k == 0.0:
+        return 0.0
+    p = q - stop[j, 1]
+    if p > 0.0:
+        f = k * p + stop[j, 3] * qd
+        return -f if f > 0.0 else 0.0
+    p = stop[j, 0] - q
+    if p > 0.0:
+        f = k * p - stop[j, 3] * qd
+        return f if f > 0.0 else 0.0
+    return 0.0
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def stop_energy(stop, j, q):
+    """Spring energy 1/2 k p^2 stored in joint j's hard stops at angle q."""
+    p = max(q - stop[j, 1], stop[j, 0] - q, 0.0)
+    return 0.5 * stop[j, 2] * p * p
+
+
+# ---------------------------------------------------------------------------------------------- calling it
+
+
+@intrinsic
+def _call_address(typingctx, addr, d, ws, z, zd, tau, J, rhs, want_mass):
+    """Call the compiled `dynamics_terms` whose entry point is at `addr` (numba's calling convention; the
+    address was taken for these argument types, see `dynamics_address`)."""
+    f8 = types.float64
+    for name, ty, nd in (('z', z, 1), ('zd', zd, 1), ('tau', tau, 1), ('J', J, 2), ('rhs', rhs, 1)):
+        if not (isinstance(ty, types.Array) and ty.dtype == f8 and ty.ndim == nd and ty.layout == 'C'):
+            raise TypingError(f'dynamics: {name} must be a C-contiguous float64 array of {nd} dimension(s), '
+                              f'got {ty}')
+    args = (d, ws, z, zd, tau, J, rhs, types.boolean)
+    sig = types.none(types.int64, *args)
+
+    def codegen(context, builder, signature, llargs):
+        fnty = context.call_conv.get_function_type(types.none, args)
+        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+        context.call_conv.call_function(builder, fn, types.none, args, llargs[1:])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def call_dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
+    """dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass) for use inside other kernels: an indirect call to its
+    one compiled copy (address ws.dyn_addr, set by ArmModel.workspace), so that compiling a caller does not link
+    in and re-optimise that code. Returns False (doing nothing) if the workspace carries no address."""
+    if ws.dyn_addr == 0:
+        return False
+    _call_address(ws.dyn_addr, d, ws, z, zd, tau, J, rhs, want_mass)
+    return True
+
+
+def dynamics_address(d, ws) -> int:
+    """Address of the compiled dynamics_terms for the types of (d, ws) (compiled, or loaded from numba's cache,
+    on first use). The other arguments' types are fixed: C-contiguous float64 arrays and a bool."""
+    a1 = types.float64[::1]
+    sig = (typeof(d), typeof(ws), a1, a1, a1, types.float64[:, ::1], a1, types.boolean)
+    dynamics_terms.compile(sig)
+    cres = dynamics_terms.overloads[sig]
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -524,7 +772,8 @@ def forward_dynamics(d, ws, z, zd, tau, zdd):
     """z'' = J^-1 R. Returns False (and leaves zdd undefined) if J is not positive definite."""
     J = ws.J
     rhs = ws.rhs
-    dynamics_terms(d, ws, z, zd, tau, J, rhs, True)
+    if not call_dynamics_terms(d, ws, z, zd, tau, J, rhs, True):
+        return False
     return cholesky_solve(J, rhs, d.n_coords, ws.L, zdd)
 
 
@@ -615,7 +864,8 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
             for i in range(N):
                 vs[i] = 0.5 * (v0[i] + v1[i])
                 zs[i] = z0[i] + 0.5 * h * vs[i]
-            dynamics_terms(d, ws, zs, vs, tau, J, rhs, True)
+            if not call_dynamics_terms(d, ws, zs, vs, tau, J, rhs, True):
+                return False
             for i in range(N):
                 s = 0.0
                 for j in range(N):
@@ -691,6 +941,10 @@ def link_frames(d, z, RF, pL, RE, pE):
             rho[i] = s
             th[i] = t
         rho[0] += d.length[j]
+        if d.fs_active[j]:             # axial foreshortening of the tip: -1/2 delta^T G_tip delta
+            for k in range(m):
+                for l in range(m):
+                    rho[0] -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
         for i in range(3):
             pE[j, i] = pL[j, i] + RF[j, i, 0] * rho[0] + RF[j, i, 1] * rho[1] + RF[j, i, 2] * rho[2]
         _elastic_rotation(th[0], th[1], th[2], Re, G)
@@ -707,7 +961,8 @@ def link_frames(d, z, RF, pL, RE, pE):
 
 @njit(cache=True, fastmath=FASTMATH)
 def potential_energies(d, z, RF, pL, RE, pE):
-    """(elastic, gravity) potential energy at z. Gravity: V = -g . sum_b (M_b p_b + R_b S_b(delta))."""
+    """(elastic, gravity) potential energy at z. Elastic: the links' strain energy 1/2 delta^T K delta and the
+    joint stops' springs; gravity: V = -g . sum_b (M_b p_b + R_b S_b(delta))."""
     link_frames(d, z, RF, pL, RE, pE)
     g = d.gravity
     elastic = 0.0
@@ -715,11 +970,17 @@ def potential_energies(d, z, RF, pL, RE, pE):
     for j in range(d.n_joints):
         ds = d.q_index[j] + 1
         m = d.n_modes[j]
+        elastic += stop_energy(d.joint_stop, j, z[d.q_index[j]])
+        U = 0.0
+        if d.fs_active[j]:             # S_x += int mu u = -1/2 delta^T Gbar delta
+            for k in range(m):
+                for l in range(m):
+                    U -= 0.5 * z[ds + k] * d.fs_G[j, 0, k, l] * z[ds + l]
         for k in range(m):
             for l in range(m):
                 elastic += 0.5 * z[ds + k] * d.stiffness[j, k, l] * z[ds + l]
         for i in range(3):
-            s = d.body_S0[j, i]
+            s = d.body_S0[j, i] + (U if i == 0 else 0.0)
             for k in range(m):
                 s += d.body_Phibar[j, i, k] * z[ds + k]
             for r in range(3):
@@ -732,3 +993,74 @@ def potential_energies(d, z, RF, pL, RE, pE):
             for r in range(3):
                 grav -= g[r] * RE[n, r, i] * d.payload_S[i]
     return elastic, grav
+
+
+# ---------------------------------------------------------------------------------------------- limits, validity
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def stops_within_reach(d, z, zd, dt):
+    """True if some joint with a hard stop is in it or may reach it within dt (2 |qdot| dt + 0.02 rad): the
+    steps where the plant resolves the stop's stiffness with more sub-steps."""
+    stop = d.joint_stop
+    for j in range(d.n_joints):
+        if stop[j, 2] > 0.0:
+            q = z[d.q_index[j]]
+            reach = 2.0 * abs(zd[d.q_index[j]]) * dt + 0.02
+            if q + reach >= stop[j, 1] or q - reach <= stop[j, 0]:
+                return True
+    return False
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def tip_deflections(d, z, out):
+    """Tip deflection of every link in its link frame, metres (rotations for torsion not included):
+    out[j] = Phi_tip delta (- 1/2 delta^T G_tip delta e_x with foreshortening)."""
+    for j in range(d.n_joints):
+        ds = d.q_index[j] + 1
+        m = d.n_modes[j]
+        for i in range(3):
+            s = 0.0
+            for k in range(m):
+                s += d.phi_tip[j, i, k] * z[ds + k]
+            out[j, i] = s
+        if d.fs_active[j]:
+            for k in range(m):
+                for l in range(m):
+                    out[j, 0] -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def limit_checks(d, z, zd, velocity_limit, velocity_count, contact_count, penetration):
+    """After a step: count joints beyond their velocity limit (velocity_count) and in their hard stop
+    (contact_count), store the penetration beyond the position limits, and return the largest tip deflection
+    over link length of the flexible links (the model's validity measure)."""
+    stop = d.joint_stop
+    for j in range(d.n_joints):
+        q = z[d.q_index[j]]
+        if abs(zd[d.q_index[j]]) > velocity_limit[j]:
+            velocity_count[j] += 1
+        p = max(q - stop[j, 1], stop[j, 0] - q, 0.0)
+        penetration[j] = p
+        if p > 0.0:
+            contact_count[j] += 1
+    worst = 0.0
+    for j in range(d.n_joints):
+        m = d.n_modes[j]
+        if m == 0 or d.length[j] <= 0.0:
+            continue
+        ds = d.q_index[j] + 1
+        s2 = 0.0
+        for i in range(3):
+            s = 0.0
+            for k in range(m):
+                s += d.phi_tip[j, i, k] * z[ds + k]
+            if i == 0 and d.fs_active[j]:
+                for k in range(m):
+                    for l in range(m):
+                        s -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
+            s2 += s * s
+        r = np.sqrt(s2) / d.length[j]
+        if r > worst:
+            worst = r
+    return worst

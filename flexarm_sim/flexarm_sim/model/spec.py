@@ -177,6 +177,10 @@ class JointSpec(_ArrayEq):
     rotor_inertia: float
     hub: RigidBody
     link: LinkSpec
+    # hard stop at the position limits (N m/rad, N m s/rad); None: the model's physically based default
+    # (arm_model.joint_stops)
+    stop_stiffness: Any = None
+    stop_damping: Any = None
 
     def __post_init__(self):
         lo, hi = self.position_limits
@@ -184,6 +188,9 @@ class JointSpec(_ArrayEq):
         for name in ("angle_offset", "offset", "twist", "velocity_limit", "effort_limit", "viscous",
                      "coulomb", "gear_ratio", "rotor_inertia"):
             object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("stop_stiffness", "stop_damping"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
 
     @property
     def reflected_rotor_inertia(self) -> float:
@@ -204,6 +211,8 @@ class ArmSpec(_ArrayEq):
     joints: tuple
     payload: RigidBody
     source: str = "<dict>"
+    # second-order axial foreshortening of the flexible links (link_modes.py); False: transverse-only kinematics
+    geometric_nonlinearity: bool = True
 
     _NO_COMPARE = ("source",)
 
@@ -595,9 +604,11 @@ def _joint(c: _Checker, v, path) -> JointSpec:
     twist = g(c.number, v.get("twist", 0.0), P("twist"), default=0.0)
 
     lo, hi, vel, eff = -math.inf, math.inf, math.inf, math.inf
+    stop_k = stop_c = None
     if "limits" in v:
         try:
-            lim = c.mapping(v["limits"], P("limits"), ("position", "velocity", "effort"))
+            lim = c.mapping(v["limits"], P("limits"), ("position", "velocity", "effort", "stop_stiffness",
+                                                       "stop_damping"))
             if "position" in lim:
                 pl = g(c.vector, lim["position"], P("limits.position"), 2)
                 if pl is not None:
@@ -609,6 +620,10 @@ def _joint(c: _Checker, v, path) -> JointSpec:
                 vel = g(c.number, lim["velocity"], P("limits.velocity"), gt=0.0, default=math.inf)
             if "effort" in lim:
                 eff = g(c.number, lim["effort"], P("limits.effort"), gt=0.0, default=math.inf)
+            if "stop_stiffness" in lim:
+                stop_k = g(c.number, lim["stop_stiffness"], P("limits.stop_stiffness"), gt=0.0)
+            if "stop_damping" in lim:
+                stop_c = g(c.number, lim["stop_damping"], P("limits.stop_damping"), ge=0.0)
         except _Invalid:
             pass
 
@@ -626,7 +641,8 @@ def _joint(c: _Checker, v, path) -> JointSpec:
     link = _link(c, v.get("link", {"length": 0.0}), P("link"))
     return JointSpec(name=name, angle_offset=angle_offset, offset=offset, twist=twist,
                      position_limits=(lo, hi), velocity_limit=vel, effort_limit=eff, viscous=viscous,
-                     coulomb=coulomb, gear_ratio=gear, rotor_inertia=rotor, hub=hub, link=link)
+                     coulomb=coulomb, gear_ratio=gear, rotor_inertia=rotor, hub=hub, link=link,
+                     stop_stiffness=stop_k, stop_damping=stop_c)
 
 
 def arm_from_dict(d: Any, source: str = "<dict>") -> ArmSpec:
@@ -644,12 +660,13 @@ def arm_from_dict(d: Any, source: str = "<dict>") -> ArmSpec:
 
 def _arm(c: _Checker, d) -> ArmSpec:
     allowed = ("name", "description", "planar", "gravity", "base", "nominal_configuration", "joints",
-               "payload")
+               "payload", "geometric_nonlinearity")
     c.mapping(d, "", allowed, required=("name", "joints"))
     g = c.guard
     name = g(c.string, d.get("name", "arm"), "name", pattern=_NAME_RE, default="arm")
     description = g(c.string, d.get("description", ""), "description", default="")
     planar = g(c.boolean, d.get("planar", False), "planar", default=False)
+    nonlinear = g(c.boolean, d.get("geometric_nonlinearity", True), "geometric_nonlinearity", default=True)
     gravity = g(c.vector, d.get("gravity", list(DEFAULT_GRAVITY)), "gravity", 3,
                 default=np.array(DEFAULT_GRAVITY))
 
@@ -707,7 +724,7 @@ def _arm(c: _Checker, d) -> ArmSpec:
 
     spec = ArmSpec(name=name, description=description, planar=planar, gravity=gravity,
                    base_transform=_pose_matrix(xyz, rpy), nominal_configuration=q0, joints=tuple(joints),
-                   payload=payload, source=c.source)
+                   payload=payload, source=c.source, geometric_nonlinearity=nonlinear)
     object.__setattr__(spec, "_base_pose", (tuple(map(float, xyz)), tuple(map(float, rpy))))
     return spec
 
@@ -776,6 +793,10 @@ def arm_to_dict(spec: ArmSpec) -> dict:
             limits["velocity"] = j.velocity_limit
         if math.isfinite(j.effort_limit):
             limits["effort"] = j.effort_limit
+        if j.stop_stiffness is not None:
+            limits["stop_stiffness"] = j.stop_stiffness
+        if j.stop_damping is not None:
+            limits["stop_damping"] = j.stop_damping
         link = {
             "length": L.length, "linear_density": L.linear_density, "EI_z": L.EI_z, "EI_y": L.EI_y,
             "GJ": L.GJ, "polar_density": L.polar_density,
@@ -795,6 +816,7 @@ def arm_to_dict(spec: ArmSpec) -> dict:
         "base": {"xyz": [float(x) for x in pose[0]], "rpy": [float(x) for x in pose[1]]},
         "nominal_configuration": spec.nominal_configuration.tolist(),
         "joints": joints, "payload": _rb_to_dict(spec.payload),
+        "geometric_nonlinearity": spec.geometric_nonlinearity,
     }
 
 
