@@ -22,15 +22,22 @@ KernelData = namedtuple('KernelData', [
     'body_H1', 'body_Mdd', 'phi_tip', 'theta_tip', 'stiffness', 'damping',
     'payload_active', 'payload_mass', 'payload_S', 'payload_I0',
     'viscous', 'coulomb', 'coulomb_velocity', 'rotor_inertia',
-    'fs_active', 'fs_G', 'fs_C', 'fs_D', 'mode_axis', 'joint_stop',
+    'fs_active', 'fs_G', 'fs_C', 'fs_D', 'mode_axis', 'mode_plane', 'joint_stop',
 ])
 
 Workspace = namedtuple('Workspace', [
-    'J', 'rhs', 'L', 'S', 'A', 'Y', 'Ak', 'Hm',
-    'Rt', 'pt', 'Jwt', 'Jvt', 'omt', 'vt', 'alt', 'at', 'RF', 'RE', 'Re', 'G',
-    'Jv', 'Jw', 'om', 'v', 'al', 'a',
-    'z0', 'v0', 'zs', 'vs', 'k1', 'k2', 'k3', 'k4', 'vk2', 'vk3', 'vk4',
-    'P', 'fs_v', 'fs_R', 'fs_F', 'fs_E', 'fs_hc', 'dyn_addr',
+    'NN',      # (3, N, N): mass matrix J, Cholesky factor L, Newton matrix S
+    'VN',      # (8, N): rhs, then the integrators' z0, v0, zs, vs, k1, k2, k3
+    'M33',     # (5, 3, 3): rotations of the previous tip Rt, of the link RF, of the elastic tip RE, Re, G
+    'V3',      # (9, 3): previous tip p, omega, v, alpha, a; link omega, v, alpha, a
+    'J3N',     # (4, 3, N): Jacobians: previous tip (angular, linear), link (linear, angular)
+    'B6',      # (2, 6, N): body Jacobian A and M11 A
+    'Ak',      # (mmax, 3, 3): dI / d delta_k
+    'HP',      # (2, 3, mmax): H(delta), P(delta)
+    'BR', 'BJ', 'Bkin',     # per body (n + 1): rotation, Jacobians (linear, angular), (v, omega, a, alpha)
+    'fs_v', 'fs_hc', 'fs_R', 'fs_F', 'fs_W',     # foreshortening contractions (kernels.dynamics_terms)
+    'step_addr',  # (2,) int64: addresses of rk4_step, midpoint_step (simulation loops; kernels.step_addresses)
+    'dyn_addr',   # address of the compiled dynamics_terms (kernels.call_dynamics_terms)
 ])
 
 # Coulomb friction is smoothed as f_c tanh(qdot / COULOMB_VELOCITY) (rad/s).
@@ -213,6 +220,7 @@ class ArmModel:
         fs_active = np.zeros(n, dtype=np.bool_)
         fs_G, fs_C, fs_D = zeros(n, 3, mmax, mmax), zeros(n, mmax, mmax, mmax), zeros(n, mmax, mmax, mmax, mmax)
         mode_axis = np.ones((n, mmax), dtype=np.int64)
+        mode_plane = np.zeros((n, mmax, 2), dtype=np.int64)    # [first, end) of each mode's bending plane
         for j, js in enumerate(spec.joints):
             it, m = integ[j], n_modes[j]
             # rigid attachments (hub at F_j origin = L_j origin - offset z; extra mass in L_j)
@@ -235,6 +243,9 @@ class ArmModel:
                 stiffness[j, :m, :m] = it.stiffness
                 planes = np.array(modes[j].planes)
                 mode_axis[j, :m] = np.where(planes == OUT_OF_PLANE, 2, 1)
+                for k in range(m):
+                    same = np.nonzero(planes == planes[k])[0]
+                    mode_plane[j, k] = (same[0], same[-1] + 1) if planes[k] != TORSION else (k, k)
                 bending = np.any(planes != TORSION)
                 if spec.geometric_nonlinearity and bending and js.link.length > 0:
                     fs_active[j] = True
@@ -269,7 +280,7 @@ class ArmModel:
             coulomb=np.array([js.coulomb for js in spec.joints]),
             coulomb_velocity=COULOMB_VELOCITY,
             rotor_inertia=np.array([js.reflected_rotor_inertia for js in spec.joints]),
-            fs_active=fs_active, fs_G=fs_G, fs_C=fs_C, fs_D=fs_D, mode_axis=mode_axis,
+            fs_active=fs_active, fs_G=fs_G, fs_C=fs_C, fs_D=fs_D, mode_axis=mode_axis, mode_plane=mode_plane,
             joint_stop=np.zeros((n, 4)),
         )
         data = data._replace(joint_stop=joint_stops(spec, data))
@@ -288,13 +299,10 @@ class ArmModel:
         if not n:
             return None
         ws = Workspace(
-            J=e((N, N)), rhs=e(N), L=e((N, N)), S=e((N, N)), A=e((6, N)), Y=e((6, N)), Ak=e((mmax, 3, 3)),
-            Hm=e((3, mmax)), Rt=e((3, 3)), pt=e(3), Jwt=e((3, N)), Jvt=e((3, N)), omt=e(3), vt=e(3), alt=e(3),
-            at=e(3), RF=e((3, 3)), RE=e((3, 3)), Re=e((3, 3)), G=e((3, 3)),
-            Jv=e((3, N)), Jw=e((3, N)), om=e(3), v=e(3), al=e(3), a=e(3),
-            z0=e(N), v0=e(N), zs=e(N), vs=e(N), k1=e(N), k2=e(N), k3=e(N), k4=e(N), vk2=e(N), vk3=e(N),
-            vk4=e(N), P=e((3, mmax)), fs_v=e((4, mmax)), fs_R=e((3, mmax, mmax, 3)), fs_F=e((mmax, mmax, mmax)),
-            fs_E=e((mmax, mmax)), fs_hc=e((mmax, 4)), dyn_addr=0,
+            NN=e((3, N, N)), VN=e((8, N)), M33=e((5, 3, 3)), V3=e((9, 3)), J3N=e((4, 3, N)), B6=e((2, 6, N)),
+            Ak=e((mmax, 3, 3)), HP=e((2, 3, mmax)), BR=e((n + 1, 3, 3)), BJ=e((2, n + 1, 3, N)),
+            Bkin=e((n + 1, 4, 3)), fs_v=e((4, mmax)), fs_hc=e((mmax, 4)), fs_R=e((3, mmax, mmax, 3)),
+            fs_F=e((mmax, mmax, mmax)), fs_W=e((3, mmax, mmax)), step_addr=np.zeros(2, dtype=np.int64), dyn_addr=0,
         )
         return ws._replace(dyn_addr=kernels.dynamics_address(self.data, ws))
 

@@ -26,6 +26,8 @@ Workspace arrays are allocated once per model (ArmModel) and reused; the kernels
 """
 import numpy as np
 from numba import njit, typeof, types
+from numba.core import config as numba_config
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
@@ -34,17 +36,50 @@ from numba.extending import intrinsic
 # bench/bench_dynamics.py --quick: De Luca forward dynamics 2.54 -> 2.16 us, RK4 step 11.5 -> 9.8 us.
 FASTMATH = {'reassoc', 'contract', 'arcp', 'nsz'}
 
-# Performance notes: fields of the KernelData / Workspace named tuples are unpacked into locals once per
-# kernel call (every attribute access of an array in a named tuple costs an atomic reference-count
-# update in numba), and the per-body helper is inlined and takes plain arrays.
+# Compilation options. Every kernel: cache=True, and no C-callable (cfunc) wrapper, which numba would otherwise
+# compile for each (we call kernels by their numba entry point). Kernels that never allocate run without the
+# NRT (_nrt=False): no reference counting of the ~90 arrays in (KernelData, Workspace) at every call (measured:
+# RK4 step of the De Luca arm 25 -> 10 us). Kernels only called from other kernels have no CPython wrapper
+# either (that wrapper unboxes every array of the tuples and costs ~1 s of compilation per kernel).
+KERNEL = dict(cache=True, fastmath=FASTMATH, no_cfunc_wrapper=True)                # called from Python, allocates
+KERNEL_NO_NRT = dict(KERNEL, _nrt=False)                                           # called from Python
+INTERNAL = dict(KERNEL, _nrt=False, no_cpython_wrapper=True)                       # called from kernels only
+
+# LLVM options while compiling the kernels: -O2 without the loop vectorizer. Their loops run 2-6 times (modes,
+# joints, axes), where vectorized loops only add set-up code. Measured (bench_compile / bench_dynamics): the cold
+# compile of dynamics_terms ~11 -> ~9 s CPU, and faster kernels (De Luca forward dynamics 2.57 -> 2.25 us).
+COMPILE_OPT = 2
+COMPILE_LOOP_VECTORIZE = 0
 
 
-@njit(cache=True, fastmath=FASTMATH)
+def kernel(**options):
+    """numba.njit(**options) whose compilations (and those of the kernels it calls) run with COMPILE_OPT and
+    COMPILE_LOOP_VECTORIZE; numba's global settings are restored afterwards (under numba's compiler lock)."""
+    def decorate(fn):
+        dispatcher = njit(**options)(fn)
+        compile_default = dispatcher.compile
+
+        def compile(sig):
+            with global_compiler_lock:
+                saved = numba_config.OPT, numba_config.LOOP_VECTORIZE
+                numba_config.OPT = numba_config._OptLevel(COMPILE_OPT)
+                numba_config.LOOP_VECTORIZE = COMPILE_LOOP_VECTORIZE
+                try:
+                    return compile_default(sig)
+                finally:
+                    numba_config.OPT, numba_config.LOOP_VECTORIZE = saved
+
+        dispatcher.compile = compile
+        return dispatcher
+    return decorate
+
+
+@kernel(**INTERNAL)
 def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def _elastic_rotation(th0, th1, th2, Re, G):
     """Re = Rz(th_z) Ry(th_y) Rx(th_x); columns of G map (thdot_x, thdot_y, thdot_z) to the
     relative angular velocity in the parent (link) frame: G = [Rz Ry e_x, Rz e_y, e_z]."""
@@ -71,353 +106,32 @@ def _elastic_rotation(th0, th1, th2, Re, G):
     G[2, 2] = 1.0
 
 
-# ---------------------------------------------------------------------------------------------- one body
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def _foreshortening(d, ws, j, m, ds, z, zd):
-    """Contractions of the foreshortening integrals of link j (link_modes.py) with the state, into ws:
-
-        fs_v[0] = Gbar delta, fs_v[1] = Gbar deltadot, fs_v[2, k] = d(a2 + a4)/d delta_k,
-        fs_R[0, k, a] = sum_b C_kab delta_b e_b,  fs_R[1, k, a] = sum_b delta_b C_kba e_a,
-        fs_R[2, l, k] = d h_l / d delta_k,  fs_F[k, a, l] = sum_b D_kalb delta_b,  fs_E = int mu g g^T,
-        fs_hc[k] = (h_k y, z; d c/d delta_k y, z)
-
-    with g = G delta, u = -delta^T G delta / 2, a2 = int 2 mu eta u, a4 = int mu u^2, c = int mu u w,
-    h_k = int mu (g_k w + u phi_k) (e_b: the plane axis of mode b). Returns (U = int mu u, a2 + a4, c_y, c_z,
-    Sdot_x, bias of S''_x) with Sdot_x = -g_bar . deltadot and the bias -deltadot^T Gbar deltadot."""
-    G = d.fs_G[j]
-    C = d.fs_C[j]
-    D = d.fs_D[j]
-    ax = d.mode_axis[j]
-    v = ws.fs_v
-    R = ws.fs_R
-    F = ws.fs_F
-    E = ws.fs_E
-    hc = ws.fs_hc
-    U = 0.0
-    a24 = 0.0
-    sdx = 0.0
-    sddx = 0.0
-    for k in range(m):
-        gb = 0.0
-        gbd = 0.0
-        ge = 0.0
-        for l in range(m):
-            gb += G[0, k, l] * z[ds + l]
-            gbd += G[0, k, l] * zd[ds + l]
-            ge += G[1, k, l] * z[ds + l]
-        dk = z[ds + k]
-        v[0, k] = gb
-        v[1, k] = gbd
-        v[2, k] = -2.0 * ge
-        U -= 0.5 * dk * gb
-        a24 -= dk * ge
-        sdx -= gb * zd[ds + k]
-        sddx -= gbd * zd[ds + k]
-    for k in range(m):
-        for a in range(m):
-            R[0, k, a, 1] = 0.0
-            R[0, k, a, 2] = 0.0
-            R[1, k, a, 1] = 0.0
-            R[1, k, a, 2] = 0.0
-            r2 = 0.0
-            for b in range(m):
-                R[0, k, a, ax[b]] += C[k, a, b] * z[ds + b]
-                r2 += C[k, b, a] * z[ds + b]
-            R[1, k, a, ax[a]] = r2
-            for l in range(m):
-                f = 0.0
-                for b in range(m):
-                    f += D[k, a, l, b] * z[ds + b]
-                F[k, a, l] = f
-    cy = 0.0
-    cz = 0.0
-    for k in range(m):
-        dk = z[ds + k]
-        q1y = 0.0
-        q1z = 0.0
-        q2y = 0.0
-        q2z = 0.0
-        da4 = 0.0
-        for a in range(m):
-            da = z[ds + a]
-            q1y += da * R[0, k, a, 1]
-            q1z += da * R[0, k, a, 2]
-            q2y += da * R[1, a, k, 1]
-            q2z += da * R[1, a, k, 2]
-            R[2, k, a, 1] = R[0, k, a, 1] + R[1, k, a, 1] - R[1, a, k, 1]
-            R[2, k, a, 2] = R[0, k, a, 2] + R[1, k, a, 2] - R[1, a, k, 2]
-            e = 0.0
-            f = 0.0
-            for b in range(m):
-                e += z[ds + b] * F[b, a, k]
-                f += z[ds + b] * F[k, b, a]
-            da4 += da * e
-            E[k, a] = f
-        v[2, k] += da4
-        a24 += 0.25 * dk * da4
-        cy -= 0.5 * dk * q2y
-        cz -= 0.5 * dk * q2z
-        hc[k, 0] = q1y - 0.5 * q2y
-        hc[k, 1] = q1z - 0.5 * q2z
-        hc[k, 2] = -q1y - 0.5 * q2y
-        hc[k, 3] = -q1z - 0.5 * q2z
-    return U, a24, cy, cz, sdx, sddx
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def _body_terms(d, ws, b, j, R, Jv, Jw, v, om, a, al, ncol, z, zd, J, rhs, want_mass):
-    """Add one body: J += Jb^T M_b Jb, rhs -= Jb^T F_b(z''=0), with Jb = [R^T Jv; R^T Jw; selector of
-    the body's modal coordinates ds..ds+m]. Body b < n_joints is link b (its modes, hub, attachments);
-    b = n_joints is the payload (rigid, in the elastic tip frame of link j). M_b(delta):
-
-        M_b = [[M 1, -[S]x, P], [[S]x, I, H], [P^T, H^T, Mdd]],  P = dS/d delta,
-        S = S0 + Phibar delta (+ e_x U),  I = I0 + sum_k delta_k I1_k + sum_kl delta_k delta_l I2_kl (+ I_fs),
-        H_k = H0_k + sum_l delta_l H1_lk (+ e_x x h_k),  Mdd (+ int mu g g^T)
-
-    (foreshortening terms in brackets, see _foreshortening). Generalized inertia force (Hamel):
-    F_v = pdot + w x p, F_w = Ldot + w x L + v x p, F_delta = d/dt p_delta - dT/d delta.
-    """
-    n = d.n_joints
-    A = ws.A
-    Y = ws.Y
-    Ak = ws.Ak
-    Hm = ws.Hm
-    P = ws.P
-    if b < n:
-        M = d.body_mass[b]
-        S0 = d.body_S0[b]
-        I0 = d.body_I0[b]
-        m = d.n_modes[b]
-        ds = d.q_index[b] + 1
-        fs = d.fs_active[b]
-    else:
-        M = d.payload_mass
-        S0 = d.payload_S
-        I0 = d.payload_I0
-        m = ncol - ncol
-        ds = ncol
-        fs = m > 0
-    Phibar = d.body_Phibar[j]
-    I1 = d.body_I1[j]
-    I2 = d.body_I2[j]
-    H0 = d.body_H0[j]
-    H1 = d.body_H1[j]
-    Mdd = d.body_Mdd[j]
-    # body Jacobian rows (6 x ncol)
-    for c in range(ncol):
-        for i in range(3):
-            A[i, c] = R[0, i] * Jv[0, c] + R[1, i] * Jv[1, c] + R[2, i] * Jv[2, c]
-            A[3 + i, c] = R[0, i] * Jw[0, c] + R[1, i] * Jw[1, c] + R[2, i] * Jw[2, c]
-    # body velocities and bias of their derivatives
-    v0 = R[0, 0] * v[0] + R[1, 0] * v[1] + R[2, 0] * v[2]
-    v1 = R[0, 1] * v[0] + R[1, 1] * v[1] + R[2, 1] * v[2]
-    v2 = R[0, 2] * v[0] + R[1, 2] * v[1] + R[2, 2] * v[2]
-    w0 = R[0, 0] * om[0] + R[1, 0] * om[1] + R[2, 0] * om[2]
-    w1 = R[0, 1] * om[0] + R[1, 1] * om[1] + R[2, 1] * om[2]
-    w2 = R[0, 2] * om[0] + R[1, 2] * om[1] + R[2, 2] * om[2]
-    c0, c1, c2 = _cross(w0, w1, w2, v0, v1, v2)
-    av0 = R[0, 0] * a[0] + R[1, 0] * a[1] + R[2, 0] * a[2] - c0
-    av1 = R[0, 1] * a[0] + R[1, 1] * a[1] + R[2, 1] * a[2] - c1
-    av2 = R[0, 2] * a[0] + R[1, 2] * a[1] + R[2, 2] * a[2] - c2
-    aw0 = R[0, 0] * al[0] + R[1, 0] * al[1] + R[2, 0] * al[2]
-    aw1 = R[0, 1] * al[0] + R[1, 1] * al[1] + R[2, 1] * al[2]
-    aw2 = R[0, 2] * al[0] + R[1, 2] * al[1] + R[2, 2] * al[2]
-    # configuration-dependent integrals: S, P, I, H, and A_k = dI/d delta_k (= I1_k + 2 sum_l delta_l I2_kl)
-    S0_, S1_, S2_ = S0[0], S0[1], S0[2]
-    Sd0 = 0.0
-    Sd1 = 0.0
-    Sd2 = 0.0
-    I00, I01, I02 = I0[0, 0], I0[0, 1], I0[0, 2]
-    I11, I12, I22 = I0[1, 1], I0[1, 2], I0[2, 2]
-    for k in range(m):
-        dk = z[ds + k]
-        ddk = zd[ds + k]
-        P[0, k] = Phibar[0, k]
-        P[1, k] = Phibar[1, k]
-        P[2, k] = Phibar[2, k]
-        S0_ += Phibar[0, k] * dk
-        S1_ += Phibar[1, k] * dk
-        S2_ += Phibar[2, k] * dk
-        Sd0 += Phibar[0, k] * ddk
-        Sd1 += Phibar[1, k] * ddk
-        Sd2 += Phibar[2, k] * ddk
-        for i in range(3):
-            for jj in range(i, 3):
-                bb = 0.0
-                for l in range(m):
-                    bb += I2[k, l, i, jj] * z[ds + l]
-                Ak[k, i, jj] = I1[k, i, jj] + 2.0 * bb
-                Ak[k, jj, i] = Ak[k, i, jj]
-        # I += delta_k (I1_k + B_k) = delta_k (A_k + I1_k) / 2
-        I00 += 0.5 * dk * (Ak[k, 0, 0] + I1[k, 0, 0])
-        I01 += 0.5 * dk * (Ak[k, 0, 1] + I1[k, 0, 1])
-        I02 += 0.5 * dk * (Ak[k, 0, 2] + I1[k, 0, 2])
-        I11 += 0.5 * dk * (Ak[k, 1, 1] + I1[k, 1, 1])
-        I12 += 0.5 * dk * (Ak[k, 1, 2] + I1[k, 1, 2])
-        I22 += 0.5 * dk * (Ak[k, 2, 2] + I1[k, 2, 2])
-        for i in range(3):
-            h = H0[i, k]
-            for l in range(m):
-                h += H1[l, k, i] * z[ds + l]
-            Hm[i, k] = h
-    sddx = 0.0
-    if fs:
-        # foreshortening: S_x += U, I += (a2 + a4) diag(0,1,1) - (e_x c^T + c e_x^T), H_k += e_x x h_k,
-        # P_k -= e_x (Gbar delta)_k, and the same in A_k
-        U, a24, cy, cz, sdx, sddx = _foreshortening(d, ws, j, m, ds, z, zd)
-        fv = ws.fs_v
-        hc = ws.fs_hc
-        S0_ += U
-        Sd0 += sdx
-        I11 += a24
-        I22 += a24
-        I01 -= cy
-        I02 -= cz
-        for k in range(m):
-            P[0, k] -= fv[0, k]
-            Hm[1, k] -= hc[k, 1]
-            Hm[2, k] += hc[k, 0]
-            Ak[k, 1, 1] += fv[2, k]
-            Ak[k, 2, 2] += fv[2, k]
-            Ak[k, 0, 1] -= hc[k, 2]
-            Ak[k, 1, 0] -= hc[k, 2]
-            Ak[k, 0, 2] -= hc[k, 3]
-            Ak[k, 2, 0] -= hc[k, 3]
-    Id00 = 0.0
-    Id01 = 0.0
-    Id02 = 0.0
-    Id11 = 0.0
-    Id12 = 0.0
-    Id22 = 0.0
-    for k in range(m):
-        ddk = zd[ds + k]
-        Id00 += ddk * Ak[k, 0, 0]
-        Id01 += ddk * Ak[k, 0, 1]
-        Id02 += ddk * Ak[k, 0, 2]
-        Id11 += ddk * Ak[k, 1, 1]
-        Id12 += ddk * Ak[k, 1, 2]
-        Id22 += ddk * Ak[k, 2, 2]
-    # momenta P = M_b nu: p (linear), L (angular)
-    c0, c1, c2 = _cross(w0, w1, w2, S0_, S1_, S2_)
-    p0 = M * v0 + c0 + Sd0          # P deltadot = Sdot
-    p1 = M * v1 + c1 + Sd1
-    p2 = M * v2 + c2 + Sd2
-    c0, c1, c2 = _cross(S0_, S1_, S2_, v0, v1, v2)
-    L0 = c0 + I00 * w0 + I01 * w1 + I02 * w2
-    L1 = c1 + I01 * w0 + I11 * w1 + I12 * w2
-    L2 = c2 + I02 * w0 + I12 * w1 + I22 * w2
-    for k in range(m):
-        ddk = zd[ds + k]
-        L0 += Hm[0, k] * ddk
-        L1 += Hm[1, k] * ddk
-        L2 += Hm[2, k] * ddk
-    # inertia force F = M_b nudot_bias + Mdot nu + gyroscopic - dT/d delta
-    c0, c1, c2 = _cross(aw0, aw1, aw2, S0_, S1_, S2_)
-    e0, e1, e2 = _cross(w0, w1, w2, Sd0, Sd1, Sd2)
-    g0, g1, g2 = _cross(w0, w1, w2, p0, p1, p2)
-    fp0 = M * av0 + c0 + e0 + g0 + sddx       # + Pdot deltadot = -e_x deltadot^T Gbar deltadot
-    fp1 = M * av1 + c1 + e1 + g1
-    fp2 = M * av2 + c2 + e2 + g2
-    c0, c1, c2 = _cross(S0_, S1_, S2_, av0, av1, av2)
-    e0, e1, e2 = _cross(Sd0, Sd1, Sd2, v0, v1, v2)
-    g0, g1, g2 = _cross(w0, w1, w2, L0, L1, L2)
-    h0, h1, h2 = _cross(v0, v1, v2, p0, p1, p2)
-    fL0 = c0 + I00 * aw0 + I01 * aw1 + I02 * aw2 + e0 + Id00 * w0 + Id01 * w1 + Id02 * w2 + g0 + h0
-    fL1 = c1 + I01 * aw0 + I11 * aw1 + I12 * aw2 + e1 + Id01 * w0 + Id11 * w1 + Id12 * w2 + g1 + h1
-    fL2 = c2 + I02 * aw0 + I12 * aw1 + I22 * aw2 + e2 + Id02 * w0 + Id12 * w1 + Id22 * w2 + g2 + h2
-    for l in range(m):            # Hdot delta_dot, Hdot_l = sum_k deltadot_k dH_l/d delta_k
-        dl = zd[ds + l]
-        for k in range(m):
-            dk = zd[ds + k]
-            fL0 += dk * H1[k, l, 0] * dl
-            fL1 += dk * H1[k, l, 1] * dl
-            fL2 += dk * H1[k, l, 2] * dl
-            if fs:                # e_x x dh_lk with dh_lk = d h_l / d delta_k
-                dh = ws.fs_R
-                fL1 -= dk * dh[2, l, k, 2] * dl
-                fL2 += dk * dh[2, l, k, 1] * dl
-    for c in range(ncol):
-        rhs[c] -= (A[0, c] * fp0 + A[1, c] * fp1 + A[2, c] * fp2
-                   + A[3, c] * fL0 + A[4, c] * fL1 + A[5, c] * fL2)
-    for k in range(m):
-        # P^T nudot_v + H^T nudot_w + Hdot^T w (+ Pdot^T v + Mdd_dot deltadot) - dT/d delta_k
-        fd = (P[0, k] * av0 + P[1, k] * av1 + P[2, k] * av2
-              + Hm[0, k] * aw0 + Hm[1, k] * aw1 + Hm[2, k] * aw2)
-        hd0 = 0.0
-        hd1 = 0.0
-        hd2 = 0.0
-        hk0 = 0.0
-        hk1 = 0.0
-        hk2 = 0.0
-        for l in range(m):
-            dl = zd[ds + l]
-            hd0 += dl * H1[l, k, 0]      # Hdot_k
-            hd1 += dl * H1[l, k, 1]
-            hd2 += dl * H1[l, k, 2]
-            hk0 += dl * H1[k, l, 0]      # dH/d delta_k . deltadot
-            hk1 += dl * H1[k, l, 1]
-            hk2 += dl * H1[k, l, 2]
-        fd += hd0 * w0 + hd1 * w1 + hd2 * w2
-        c0, c1, c2 = _cross(w0, w1, w2, P[0, k], P[1, k], P[2, k])
-        dT = (v0 * c0 + v1 * c1 + v2 * c2
-              + 0.5 * (w0 * (Ak[k, 0, 0] * w0 + Ak[k, 0, 1] * w1 + Ak[k, 0, 2] * w2)
-                       + w1 * (Ak[k, 1, 0] * w0 + Ak[k, 1, 1] * w1 + Ak[k, 1, 2] * w2)
-                       + w2 * (Ak[k, 2, 0] * w0 + Ak[k, 2, 1] * w1 + Ak[k, 2, 2] * w2))
-              + w0 * hk0 + w1 * hk1 + w2 * hk2)
-        if fs:
-            dh = ws.fs_R
-            F = ws.fs_F
-            gbd = ws.fs_v[1, k]
-            fd -= v0 * gbd                          # Pdot_k^T v
-            dT -= v0 * gbd                          # v . (dP/d delta_k deltadot)
-            for l in range(m):
-                dl = zd[ds + l]
-                # Hdot_k = sum_l deltadot_l e_x x dh_kl;  dH_l/d delta_k deltadot_l = e_x x dh_lk
-                fd += dl * (w2 * dh[2, k, l, 1] - w1 * dh[2, k, l, 2])
-                dT += dl * (w2 * dh[2, l, k, 1] - w1 * dh[2, l, k, 2])
-                for mm in range(m):
-                    dmm = zd[ds + mm]
-                    fd += dl * dmm * (F[k, l, mm] + F[mm, l, k])    # Mdd_dot deltadot
-                    dT += dl * dmm * F[l, k, mm]                    # 1/2 deltadot^T dMdd/d delta_k deltadot
-        rhs[ds + k] -= fd - dT
-    if want_mass:
-        # Y = M11 A with M11 = [[M 1, -[S]x], [[S]x, I]]
-        for c in range(ncol):
-            x0, x1, x2 = A[0, c], A[1, c], A[2, c]
-            y0, y1, y2 = A[3, c], A[4, c], A[5, c]
-            c0, c1, c2 = _cross(y0, y1, y2, S0_, S1_, S2_)         # -[S]x y = y x S
-            Y[0, c] = M * x0 + c0
-            Y[1, c] = M * x1 + c1
-            Y[2, c] = M * x2 + c2
-            c0, c1, c2 = _cross(S0_, S1_, S2_, x0, x1, x2)
-            Y[3, c] = c0 + I00 * y0 + I01 * y1 + I02 * y2
-            Y[4, c] = c1 + I01 * y0 + I11 * y1 + I12 * y2
-            Y[5, c] = c2 + I02 * y0 + I12 * y1 + I22 * y2
-        for r in range(ncol):
-            for c in range(r, ncol):
-                J[r, c] += (A[0, r] * Y[0, c] + A[1, r] * Y[1, c] + A[2, r] * Y[2, c]
-                            + A[3, r] * Y[3, c] + A[4, r] * Y[4, c] + A[5, r] * Y[5, c])
-        for k in range(m):
-            for c in range(ds):            # the body's own frame does not move with its modes
-                J[c, ds + k] += (P[0, k] * A[0, c] + P[1, k] * A[1, c] + P[2, k] * A[2, c]
-                                 + Hm[0, k] * A[3, c] + Hm[1, k] * A[4, c] + Hm[2, k] * A[5, c])
-            for l in range(k, m):
-                J[ds + k, ds + l] += Mdd[k, l]
-                if fs:
-                    J[ds + k, ds + l] += ws.fs_E[k, l]
-
-
 # ---------------------------------------------------------------------------------------------- the dynamics
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**KERNEL_NO_NRT)
 def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     """Fill J (symmetric, if want_mass) and rhs = R(z, z', tau) of J z'' = R.
 
+    Two passes: the kinematic recursion along the chain stores every body's frame data (rotation, Jacobians,
+    velocities, bias accelerations) and adds the joint and elastic forces; then each body adds its terms:
+    J += Jb^T M_b Jb, rhs -= Jb^T F_b(z''=0), Jb = [R^T Jv; R^T Jw; selector of the body's modal coordinates].
+    Bodies: link j with its hub and attachments (in L_j), then the payload (rigid, in the elastic tip frame of
+    the last link). With P = dS/d delta,
+
+        M_b = [[M 1, -[S]x, P], [[S]x, I, H], [P^T, H^T, Mdd]],
+        S = S0 + Phibar delta (+ e_x U),  I = I0 + sum_k delta_k I1_k + sum_kl delta_k delta_l I2_kl (+ I_fs),
+        H_k = H0_k + sum_l delta_l H1_lk (+ e_x x h_k),  Mdd (+ int mu g g^T),
+
+    the bracketed terms from the foreshortening (link_modes.py): with g = G delta, u = -delta^T G delta / 2,
+    U = int mu u, I_fs = (a2 + a4) diag(0, 1, 1) - (e_x c^T + c e_x^T), a2 = int 2 mu eta u, a4 = int mu u^2,
+    c = int mu u w, h_k = int mu (g_k w + u phi_k), all polynomials in delta from the integrals Gbar, Geta, C, D.
+    Generalized inertia force (Hamel): F_v = pdot + w x p, F_w = Ldot + w x L + v x p,
+    F_delta = d/dt p_delta - dT/d delta.
+
     The one large kernel: the other kernels call it through `call_dynamics_terms` (by its address), so its
-    code is compiled and optimised once, not again inside every caller."""
+    code is compiled and optimised once, not again inside every caller. Every array is taken out of the
+    tuples once and indexed in full (no views: each would cost reference counting in the loops)."""
     n = d.n_joints
     N = d.n_coords
     q_index = d.q_index
@@ -430,8 +144,23 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     phi_tip = d.phi_tip
     theta_tip = d.theta_tip
     body_active = d.body_active
+    body_mass = d.body_mass
+    body_S0 = d.body_S0
+    body_I0 = d.body_I0
+    body_Phibar = d.body_Phibar
+    body_I1 = d.body_I1
+    body_I2 = d.body_I2
+    body_H0 = d.body_H0
+    body_H1 = d.body_H1
+    body_Mdd = d.body_Mdd
+    payload_S = d.payload_S
+    payload_I0 = d.payload_I0
     fs_active = d.fs_active
     fs_G = d.fs_G
+    fs_C = d.fs_C
+    fs_D = d.fs_D
+    mode_axis = d.mode_axis
+    mode_plane = d.mode_plane
     stiffness = d.stiffness
     damping = d.damping
     viscous = d.viscous
@@ -439,25 +168,40 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     rotor = d.rotor_inertia
     stop = d.joint_stop
     vc = d.coulomb_velocity
-    Rt = ws.Rt
-    Jwt = ws.Jwt
-    Jvt = ws.Jvt
-    RF = ws.RF
-    RE = ws.RE
-    Re = ws.Re
-    G = ws.G
-    Jv = ws.Jv
-    Jw = ws.Jw
-    pt = ws.pt
-    omt = ws.omt
-    vt = ws.vt
-    alt = ws.alt
-    at = ws.at
-    om = ws.om
-    v = ws.v
-    al = ws.al
-    a = ws.a
-    gt = ws.fs_v[3]
+    Rt = ws.M33[0]
+    Jwt = ws.J3N[0]
+    Jvt = ws.J3N[1]
+    RF = ws.M33[1]
+    RE = ws.M33[2]
+    Re = ws.M33[3]
+    G = ws.M33[4]
+    Jv = ws.J3N[2]
+    Jw = ws.J3N[3]
+    pt = ws.V3[0]
+    omt = ws.V3[1]
+    vt = ws.V3[2]
+    alt = ws.V3[3]
+    at = ws.V3[4]
+    om = ws.V3[5]
+    v = ws.V3[6]
+    al = ws.V3[7]
+    a = ws.V3[8]
+    BR = ws.BR
+    BJv = ws.BJ[0]
+    BJw = ws.BJ[1]
+    Bkin = ws.Bkin
+    A = ws.B6[0]
+    Y = ws.B6[1]
+    Ak = ws.Ak
+    Hm = ws.HP[0]
+    P = ws.HP[1]
+    fv = ws.fs_v
+    hc = ws.fs_hc
+    fR = ws.fs_R
+    F = ws.fs_F
+    E = ws.fs_W[2]
+    W = ws.fs_W[0]
+    V = ws.fs_W[1]
 
     for i in range(N):
         rhs[i] = 0.0
@@ -477,6 +221,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         for c in range(N):
             Jwt[i, c] = 0.0
             Jvt[i, c] = 0.0
+    # ------------------------------------------------------------------ pass 1: kinematics along the chain
     for j in range(n):
         qj = q_index[j]
         ds = qj + 1
@@ -530,9 +275,17 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             for i in range(3):
                 Jw[i, c] = 0.0
                 Jv[i, c] = 0.0
-        # link body j (with its hub and rigid attachments), in L_j (rotation RF)
-        if body_active[j]:
-            _body_terms(d, ws, j, j, RF, Jv, Jw, v, om, a, al, ncol, z, zd, J, rhs, want_mass)
+        # link body j's frame data (L_j) for pass 2
+        for i in range(3):
+            for k in range(3):
+                BR[j, i, k] = RF[i, k]
+            Bkin[j, 0, i] = v[i]
+            Bkin[j, 1, i] = om[i]
+            Bkin[j, 2, i] = a[i]
+            Bkin[j, 3, i] = al[i]
+            for c in range(ncol):
+                BJv[j, i, c] = Jv[i, c]
+                BJw[j, i, c] = Jw[i, c]
         # elastic tip of link j: rho = l e_x + Phi_tip delta (- 1/2 delta^T G_tip delta e_x),
         # rotation Re(th), th = Theta_tip delta
         rho0 = length[j]
@@ -571,7 +324,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                 for l in range(m):
                     g += fs_G[j, 2, k, l] * z[ds + l]
                     gd += fs_G[j, 2, k, l] * zd[ds + l]
-                gt[k] = g
+                fv[3, k] = g
                 rho0 -= 0.5 * z[ds + k] * g
                 rd0_ -= g * zd[ds + k]
                 bx -= gd * zd[ds + k]
@@ -632,7 +385,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             c = ds + k
             p0, p1, p2 = phi_tip[j, 0, k], phi_tip[j, 1, k], phi_tip[j, 2, k]
             if fs:
-                p0 -= gt[k]
+                p0 -= fv[3, k]
             t0 = G[0, 0] * theta_tip[j, 0, k] + G[0, 1] * theta_tip[j, 1, k]
             t1 = G[1, 0] * theta_tip[j, 0, k] + G[1, 1] * theta_tip[j, 1, k]
             t2 = G[2, 0] * theta_tip[j, 0, k] + theta_tip[j, 2, k]
@@ -643,8 +396,17 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         for i in range(3):
             for k in range(3):
                 RE[i, k] = RF[i, 0] * Re[0, k] + RF[i, 1] * Re[1, k] + RF[i, 2] * Re[2, k]
-        if j == n - 1 and d.payload_active:
-            _body_terms(d, ws, n, j, RE, Jvt, Jwt, vt, omt, at, alt, ncol, z, zd, J, rhs, want_mass)
+        if j == n - 1:            # the payload's frame data: the elastic tip's
+            for i in range(3):
+                for k in range(3):
+                    BR[n, i, k] = RE[i, k]
+                Bkin[n, 0, i] = vt[i]
+                Bkin[n, 1, i] = omt[i]
+                Bkin[n, 2, i] = at[i]
+                Bkin[n, 3, i] = alt[i]
+                for c in range(ncol):
+                    BJv[n, i, c] = Jvt[i, c]
+                    BJw[n, i, c] = Jwt[i, c]
         # Tip_j = ElasticTip_j Rx(twist_j)
         ca, sa = np.cos(twist[j]), np.sin(twist[j])
         for i in range(3):
@@ -661,13 +423,323 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         rhs[qj] += tau[j] - viscous[j] * qd - coulomb[j] * np.tanh(qd / vc) + stop_torque(stop, j, z[qj], qd)
         if want_mass:
             J[qj, qj] += rotor[j]
+    # ------------------------------------------------------------------ pass 2: the bodies
+    for b in range(n + 1):
+        if b < n:
+            if not body_active[b]:
+                continue
+            j = b
+            M = body_mass[b]
+            S0_, S1_, S2_ = body_S0[b, 0], body_S0[b, 1], body_S0[b, 2]
+            I00, I01, I02 = body_I0[b, 0, 0], body_I0[b, 0, 1], body_I0[b, 0, 2]
+            I11, I12, I22 = body_I0[b, 1, 1], body_I0[b, 1, 2], body_I0[b, 2, 2]
+            m = n_modes[b]
+            ds = q_index[b] + 1
+            fs = fs_active[b]
+        else:
+            if not d.payload_active:
+                continue
+            j = n - 1
+            M = d.payload_mass
+            S0_, S1_, S2_ = payload_S[0], payload_S[1], payload_S[2]
+            I00, I01, I02 = payload_I0[0, 0], payload_I0[0, 1], payload_I0[0, 2]
+            I11, I12, I22 = payload_I0[1, 1], payload_I0[1, 2], payload_I0[2, 2]
+            m = 0
+            ds = N
+            fs = False
+        ncol = ds + m
+        # body Jacobian rows (6 x ncol)
+        for c in range(ncol):
+            for i in range(3):
+                A[i, c] = BR[b, 0, i] * BJv[b, 0, c] + BR[b, 1, i] * BJv[b, 1, c] + BR[b, 2, i] * BJv[b, 2, c]
+                A[3 + i, c] = BR[b, 0, i] * BJw[b, 0, c] + BR[b, 1, i] * BJw[b, 1, c] + BR[b, 2, i] * BJw[b, 2, c]
+        # body velocities and bias of their derivatives (Bkin rows: v, omega, a, alpha in world axes)
+        v0 = BR[b, 0, 0] * Bkin[b, 0, 0] + BR[b, 1, 0] * Bkin[b, 0, 1] + BR[b, 2, 0] * Bkin[b, 0, 2]
+        v1 = BR[b, 0, 1] * Bkin[b, 0, 0] + BR[b, 1, 1] * Bkin[b, 0, 1] + BR[b, 2, 1] * Bkin[b, 0, 2]
+        v2 = BR[b, 0, 2] * Bkin[b, 0, 0] + BR[b, 1, 2] * Bkin[b, 0, 1] + BR[b, 2, 2] * Bkin[b, 0, 2]
+        w0 = BR[b, 0, 0] * Bkin[b, 1, 0] + BR[b, 1, 0] * Bkin[b, 1, 1] + BR[b, 2, 0] * Bkin[b, 1, 2]
+        w1 = BR[b, 0, 1] * Bkin[b, 1, 0] + BR[b, 1, 1] * Bkin[b, 1, 1] + BR[b, 2, 1] * Bkin[b, 1, 2]
+        w2 = BR[b, 0, 2] * Bkin[b, 1, 0] + BR[b, 1, 2] * Bkin[b, 1, 1] + BR[b, 2, 2] * Bkin[b, 1, 2]
+        c0, c1, c2 = _cross(w0, w1, w2, v0, v1, v2)
+        av0 = BR[b, 0, 0] * Bkin[b, 2, 0] + BR[b, 1, 0] * Bkin[b, 2, 1] + BR[b, 2, 0] * Bkin[b, 2, 2] - c0
+        av1 = BR[b, 0, 1] * Bkin[b, 2, 0] + BR[b, 1, 1] * Bkin[b, 2, 1] + BR[b, 2, 1] * Bkin[b, 2, 2] - c1
+        av2 = BR[b, 0, 2] * Bkin[b, 2, 0] + BR[b, 1, 2] * Bkin[b, 2, 1] + BR[b, 2, 2] * Bkin[b, 2, 2] - c2
+        aw0 = BR[b, 0, 0] * Bkin[b, 3, 0] + BR[b, 1, 0] * Bkin[b, 3, 1] + BR[b, 2, 0] * Bkin[b, 3, 2]
+        aw1 = BR[b, 0, 1] * Bkin[b, 3, 0] + BR[b, 1, 1] * Bkin[b, 3, 1] + BR[b, 2, 1] * Bkin[b, 3, 2]
+        aw2 = BR[b, 0, 2] * Bkin[b, 3, 0] + BR[b, 1, 2] * Bkin[b, 3, 1] + BR[b, 2, 2] * Bkin[b, 3, 2]
+        # configuration-dependent integrals: S, P, I, H, and A_k = dI/d delta_k (= I1_k + 2 sum_l delta_l I2_kl)
+        Sd0 = 0.0
+        Sd1 = 0.0
+        Sd2 = 0.0
+        for k in range(m):
+            dk = z[ds + k]
+            ddk = zd[ds + k]
+            P[0, k] = body_Phibar[j, 0, k]
+            P[1, k] = body_Phibar[j, 1, k]
+            P[2, k] = body_Phibar[j, 2, k]
+            S0_ += P[0, k] * dk
+            S1_ += P[1, k] * dk
+            S2_ += P[2, k] * dk
+            Sd0 += P[0, k] * ddk
+            Sd1 += P[1, k] * ddk
+            Sd2 += P[2, k] * ddk
+            for i in range(3):
+                for jj in range(i, 3):
+                    bb = 0.0
+                    for l in range(m):
+                        bb += body_I2[j, k, l, i, jj] * z[ds + l]
+                    Ak[k, i, jj] = body_I1[j, k, i, jj] + 2.0 * bb
+                    Ak[k, jj, i] = Ak[k, i, jj]
+            # I += delta_k (I1_k + B_k) = delta_k (A_k + I1_k) / 2
+            I00 += 0.5 * dk * (Ak[k, 0, 0] + body_I1[j, k, 0, 0])
+            I01 += 0.5 * dk * (Ak[k, 0, 1] + body_I1[j, k, 0, 1])
+            I02 += 0.5 * dk * (Ak[k, 0, 2] + body_I1[j, k, 0, 2])
+            I11 += 0.5 * dk * (Ak[k, 1, 1] + body_I1[j, k, 1, 1])
+            I12 += 0.5 * dk * (Ak[k, 1, 2] + body_I1[j, k, 1, 2])
+            I22 += 0.5 * dk * (Ak[k, 2, 2] + body_I1[j, k, 2, 2])
+            for i in range(3):
+                h = body_H0[j, i, k]
+                for l in range(m):
+                    h += body_H1[j, l, k, i] * z[ds + l]
+                Hm[i, k] = h
+        sddx = 0.0
+        if fs:
+            # foreshortening. fv[0] = Gbar delta, fv[1] = Gbar deltadot, fv[2, k] = d(a2 + a4)/d delta_k;
+            # fR[0, k, a] = sum_b C_kab delta_b e_b, fR[1, k, a] = sum_b delta_b C_kba e_a (e: the mode's plane
+            # axis), fR[2, l, k] = d h_l / d delta_k; F[k, a, l] = sum_b D_kalb delta_b; E = int mu g g^T;
+            # hc[k] = (h_k y, z; d c/d delta_k y, z)
+            # (G couples only modes of one bending plane: mode_plane[j, k] = [first, end) of k's plane's modes)
+            U = 0.0
+            a24 = 0.0
+            for k in range(m):
+                gb = 0.0
+                gbd = 0.0
+                ge = 0.0
+                for l in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
+                    gb += fs_G[j, 0, k, l] * z[ds + l]
+                    gbd += fs_G[j, 0, k, l] * zd[ds + l]
+                    ge += fs_G[j, 1, k, l] * z[ds + l]
+                dk = z[ds + k]
+                fv[0, k] = gb
+                fv[1, k] = gbd
+                fv[2, k] = -2.0 * ge
+                U -= 0.5 * dk * gb
+                a24 -= dk * ge
+                Sd0 -= gb * zd[ds + k]
+                sddx -= gbd * zd[ds + k]
+            for k in range(m):
+                for aa in range(m):
+                    fR[0, k, aa, 1] = 0.0
+                    fR[0, k, aa, 2] = 0.0
+                    fR[1, k, aa, 1] = 0.0
+                    fR[1, k, aa, 2] = 0.0
+            for k in range(m):
+                p0, p1 = mode_plane[j, k, 0], mode_plane[j, k, 1]
+                for aa in range(m):
+                    r2 = 0.0
+                    for bb_ in range(p0, p1):
+                        r2 += fs_C[j, k, bb_, aa] * z[ds + bb_]
+                    fR[1, k, aa, mode_axis[j, aa]] = r2
+                for aa in range(p0, p1):          # C_kab, D_kalb vanish unless a is in k's plane
+                    for bb_ in range(m):
+                        fR[0, k, aa, mode_axis[j, bb_]] += fs_C[j, k, aa, bb_] * z[ds + bb_]
+                    for l in range(m):
+                        f = 0.0
+                        for bb_ in range(mode_plane[j, l, 0], mode_plane[j, l, 1]):
+                            f += fs_D[j, k, aa, l, bb_] * z[ds + bb_]
+                        F[k, aa, l] = f
+            for k in range(m):           # E = int mu g g^T (symmetric) = sum_b delta_b F[k, b, a]
+                for aa in range(k, m):
+                    f = 0.0
+                    for bb_ in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
+                        f += z[ds + bb_] * F[k, bb_, aa]
+                    E[k, aa] = f
+                    E[aa, k] = f
+            cy = 0.0
+            cz = 0.0
+            for k in range(m):
+                dk = z[ds + k]
+                q1y = 0.0
+                q1z = 0.0
+                q2y = 0.0
+                q2z = 0.0
+                da4 = 0.0                    # d a4 / d delta_k = -2 int mu u g_k = sum_a delta_a E[k, a]
+                for aa in range(m):
+                    da = z[ds + aa]
+                    q1y += da * fR[0, k, aa, 1]
+                    q1z += da * fR[0, k, aa, 2]
+                    q2y += da * fR[1, aa, k, 1]
+                    q2z += da * fR[1, aa, k, 2]
+                    fR[2, k, aa, 1] = fR[0, k, aa, 1] + fR[1, k, aa, 1] - fR[1, aa, k, 1]
+                    fR[2, k, aa, 2] = fR[0, k, aa, 2] + fR[1, k, aa, 2] - fR[1, aa, k, 2]
+                    da4 += da * E[k, aa]
+                fv[2, k] += da4
+                a24 += 0.25 * dk * da4
+                cy -= 0.5 * dk * q2y
+                cz -= 0.5 * dk * q2z
+                hc[k, 0] = q1y - 0.5 * q2y
+                hc[k, 1] = q1z - 0.5 * q2z
+                hc[k, 2] = -q1y - 0.5 * q2y
+                hc[k, 3] = -q1z - 0.5 * q2z
+            # deltadot contractions of F (only the entries that do not vanish are read):
+            # W[k, l] = sum_mm F[k, l, mm] deltadot_mm (l in k's plane), V[mm, k] = sum_l deltadot_l F[mm, l, k]
+            for k in range(m):
+                for l in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
+                    w_ = 0.0
+                    for mm in range(m):
+                        w_ += F[k, l, mm] * zd[ds + mm]
+                    W[k, l] = w_
+                for mm in range(m):
+                    v_ = 0.0
+                    for l in range(mode_plane[j, mm, 0], mode_plane[j, mm, 1]):
+                        v_ += zd[ds + l] * F[mm, l, k]
+                    V[mm, k] = v_
+            # S_x += U, I += (a2 + a4) diag(0,1,1) - (e_x c^T + c e_x^T), H_k += e_x x h_k,
+            # P_k -= e_x (Gbar delta)_k, and the same in A_k
+            S0_ += U
+            I11 += a24
+            I22 += a24
+            I01 -= cy
+            I02 -= cz
+            for k in range(m):
+                P[0, k] -= fv[0, k]
+                Hm[1, k] -= hc[k, 1]
+                Hm[2, k] += hc[k, 0]
+                Ak[k, 1, 1] += fv[2, k]
+                Ak[k, 2, 2] += fv[2, k]
+                Ak[k, 0, 1] -= hc[k, 2]
+                Ak[k, 1, 0] -= hc[k, 2]
+                Ak[k, 0, 2] -= hc[k, 3]
+                Ak[k, 2, 0] -= hc[k, 3]
+        Id00 = 0.0
+        Id01 = 0.0
+        Id02 = 0.0
+        Id11 = 0.0
+        Id12 = 0.0
+        Id22 = 0.0
+        for k in range(m):
+            ddk = zd[ds + k]
+            Id00 += ddk * Ak[k, 0, 0]
+            Id01 += ddk * Ak[k, 0, 1]
+            Id02 += ddk * Ak[k, 0, 2]
+            Id11 += ddk * Ak[k, 1, 1]
+            Id12 += ddk * Ak[k, 1, 2]
+            Id22 += ddk * Ak[k, 2, 2]
+        # momenta: p (linear), L (angular)
+        c0, c1, c2 = _cross(w0, w1, w2, S0_, S1_, S2_)
+        p0 = M * v0 + c0 + Sd0          # P deltadot = Sdot
+        p1 = M * v1 + c1 + Sd1
+        p2 = M * v2 + c2 + Sd2
+        c0, c1, c2 = _cross(S0_, S1_, S2_, v0, v1, v2)
+        L0 = c0 + I00 * w0 + I01 * w1 + I02 * w2
+        L1 = c1 + I01 * w0 + I11 * w1 + I12 * w2
+        L2 = c2 + I02 * w0 + I12 * w1 + I22 * w2
+        for k in range(m):
+            ddk = zd[ds + k]
+            L0 += Hm[0, k] * ddk
+            L1 += Hm[1, k] * ddk
+            L2 += Hm[2, k] * ddk
+        # inertia force F = M_b nudot_bias + Mdot nu + gyroscopic - dT/d delta
+        c0, c1, c2 = _cross(aw0, aw1, aw2, S0_, S1_, S2_)
+        e0, e1, e2 = _cross(w0, w1, w2, Sd0, Sd1, Sd2)
+        g0, g1, g2 = _cross(w0, w1, w2, p0, p1, p2)
+        fp0 = M * av0 + c0 + e0 + g0 + sddx       # + Pdot deltadot = -e_x deltadot^T Gbar deltadot
+        fp1 = M * av1 + c1 + e1 + g1
+        fp2 = M * av2 + c2 + e2 + g2
+        c0, c1, c2 = _cross(S0_, S1_, S2_, av0, av1, av2)
+        e0, e1, e2 = _cross(Sd0, Sd1, Sd2, v0, v1, v2)
+        g0, g1, g2 = _cross(w0, w1, w2, L0, L1, L2)
+        h0, h1, h2 = _cross(v0, v1, v2, p0, p1, p2)
+        fL0 = c0 + I00 * aw0 + I01 * aw1 + I02 * aw2 + e0 + Id00 * w0 + Id01 * w1 + Id02 * w2 + g0 + h0
+        fL1 = c1 + I01 * aw0 + I11 * aw1 + I12 * aw2 + e1 + Id01 * w0 + Id11 * w1 + Id12 * w2 + g1 + h1
+        fL2 = c2 + I02 * aw0 + I12 * aw1 + I22 * aw2 + e2 + Id02 * w0 + Id12 * w1 + Id22 * w2 + g2 + h2
+        for l in range(m):            # Hdot delta_dot, Hdot_l = sum_k deltadot_k dH_l/d delta_k
+            dl = zd[ds + l]
+            for k in range(m):
+                dk = zd[ds + k]
+                fL0 += dk * body_H1[j, k, l, 0] * dl
+                fL1 += dk * body_H1[j, k, l, 1] * dl
+                fL2 += dk * body_H1[j, k, l, 2] * dl
+        if fs:                        # e_x x sum_lk deltadot_k dh_lk deltadot_l, dh_lk = d h_l / d delta_k
+            for l in range(m):
+                dl = zd[ds + l]
+                for k in range(m):
+                    fL1 -= zd[ds + k] * fR[2, l, k, 2] * dl
+                    fL2 += zd[ds + k] * fR[2, l, k, 1] * dl
+        for c in range(ncol):
+            rhs[c] -= (A[0, c] * fp0 + A[1, c] * fp1 + A[2, c] * fp2
+                       + A[3, c] * fL0 + A[4, c] * fL1 + A[5, c] * fL2)
+        for k in range(m):
+            # P^T nudot_v + H^T nudot_w + Hdot^T w (+ Pdot^T v + Mdd_dot deltadot) - dT/d delta_k
+            fd = (P[0, k] * av0 + P[1, k] * av1 + P[2, k] * av2
+                  + Hm[0, k] * aw0 + Hm[1, k] * aw1 + Hm[2, k] * aw2)
+            hd0 = 0.0
+            hd1 = 0.0
+            hd2 = 0.0
+            hk0 = 0.0
+            hk1 = 0.0
+            hk2 = 0.0
+            for l in range(m):
+                dl = zd[ds + l]
+                hd0 += dl * body_H1[j, l, k, 0]      # Hdot_k
+                hd1 += dl * body_H1[j, l, k, 1]
+                hd2 += dl * body_H1[j, l, k, 2]
+                hk0 += dl * body_H1[j, k, l, 0]      # dH/d delta_k . deltadot
+                hk1 += dl * body_H1[j, k, l, 1]
+                hk2 += dl * body_H1[j, k, l, 2]
+            fd += hd0 * w0 + hd1 * w1 + hd2 * w2
+            c0, c1, c2 = _cross(w0, w1, w2, P[0, k], P[1, k], P[2, k])
+            dT = (v0 * c0 + v1 * c1 + v2 * c2
+                  + 0.5 * (w0 * (Ak[k, 0, 0] * w0 + Ak[k, 0, 1] * w1 + Ak[k, 0, 2] * w2)
+                           + w1 * (Ak[k, 1, 0] * w0 + Ak[k, 1, 1] * w1 + Ak[k, 1, 2] * w2)
+                           + w2 * (Ak[k, 2, 0] * w0 + Ak[k, 2, 1] * w1 + Ak[k, 2, 2] * w2))
+                  + w0 * hk0 + w1 * hk1 + w2 * hk2)
+            if fs:
+                gbd = fv[1, k]
+                fd -= v0 * gbd                          # Pdot_k^T v
+                dT -= v0 * gbd                          # v . (dP/d delta_k deltadot)
+                for l in range(m):
+                    dl = zd[ds + l]
+                    # Hdot_k = sum_l deltadot_l e_x x dh_kl;  dH_l/d delta_k deltadot_l = e_x x dh_lk
+                    fd += dl * (w2 * fR[2, k, l, 1] - w1 * fR[2, k, l, 2] + V[l, k])   # + Mdd_dot deltadot ...
+                    dT += dl * (w2 * fR[2, l, k, 1] - w1 * fR[2, l, k, 2])
+                for l in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
+                    dl = zd[ds + l]
+                    fd += dl * W[k, l]                  # ... sum_l,mm deltadot_l deltadot_mm (F_klmm + F_mmlk)
+                    dT += dl * W[l, k]                  # 1/2 deltadot^T dMdd/d delta_k deltadot
+            rhs[ds + k] -= fd - dT
+        if want_mass:
+            # Y = M11 A with M11 = [[M 1, -[S]x], [[S]x, I]]
+            for c in range(ncol):
+                x0, x1, x2 = A[0, c], A[1, c], A[2, c]
+                y0, y1, y2 = A[3, c], A[4, c], A[5, c]
+                c0, c1, c2 = _cross(y0, y1, y2, S0_, S1_, S2_)         # -[S]x y = y x S
+                Y[0, c] = M * x0 + c0
+                Y[1, c] = M * x1 + c1
+                Y[2, c] = M * x2 + c2
+                c0, c1, c2 = _cross(S0_, S1_, S2_, x0, x1, x2)
+                Y[3, c] = c0 + I00 * y0 + I01 * y1 + I02 * y2
+                Y[4, c] = c1 + I01 * y0 + I11 * y1 + I12 * y2
+                Y[5, c] = c2 + I02 * y0 + I12 * y1 + I22 * y2
+            for r in range(ncol):
+                for c in range(r, ncol):
+                    J[r, c] += (A[0, r] * Y[0, c] + A[1, r] * Y[1, c] + A[2, r] * Y[2, c]
+                                + A[3, r] * Y[3, c] + A[4, r] * Y[4, c] + A[5, r] * Y[5, c])
+            for k in range(m):
+                for c in range(ds):            # the body's own frame does not move with its modes
+                    J[c, ds + k] += (P[0, k] * A[0, c] + P[1, k] * A[1, c] + P[2, k] * A[2, c]
+                                     + Hm[0, k] * A[3, c] + Hm[1, k] * A[4, c] + Hm[2, k] * A[5, c])
+                for l in range(k, m):
+                    J[ds + k, ds + l] += body_Mdd[j, k, l]
+                    if fs:
+                        J[ds + k, ds + l] += E[k, l]
     if want_mass:
         for r in range(N):
             for c in range(r):
                 J[r, c] = J[c, r]
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def stop_torque(stop, j, q, qd):
     """Torque of joint j's hard stops (rows of KernelData.joint_stop: lower, upper limit, stiffness k, damping c):
     a spring-damper that only pushes, -max(0, k p + c pdot) with the penetration p = q - upper (mirrored at the
@@ -686,7 +758,7 @@ def stop_torque(stop, j, q, qd):
     return 0.0
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def stop_energy(stop, j, q):
     """Spring energy 1/2 k p^2 stored in joint j's hard stops at angle q."""
     p = max(q - stop[j, 1], stop[j, 0] - q, 0.0)
@@ -717,7 +789,7 @@ def _call_address(typingctx, addr, d, ws, z, zd, tau, J, rhs, want_mass):
     return sig, codegen
 
 
-@njit(cache=True)
+@kernel(**INTERNAL)
 def call_dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     """dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass) for use inside other kernels: an indirect call to its
     one compiled copy (address ws.dyn_addr, set by ArmModel.workspace), so that compiling a caller does not link
@@ -728,17 +800,75 @@ def call_dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     return True
 
 
+@intrinsic
+def _call_rk4(typingctx, addr, d, ws, z, zd, tau, dt, substeps):
+    """rk4_step at address addr (see step_addresses); returns its bool."""
+    args = (d, ws, z, zd, tau, types.float64, types.int64)
+    sig = types.boolean(types.int64, *args)
+
+    def codegen(context, builder, signature, llargs):
+        fnty = context.call_conv.get_function_type(types.boolean, args)
+        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+        _, res = context.call_conv.call_function(builder, fn, types.boolean, args, llargs[1:])
+        return res
+
+    return sig, codegen
+
+
+@intrinsic
+def _call_midpoint(typingctx, addr, d, ws, z, zd, tau, dt, substeps, tol, max_iter):
+    """midpoint_step at address addr (see step_addresses); returns its bool."""
+    args = (d, ws, z, zd, tau, types.float64, types.int64, types.float64, types.int64)
+    sig = types.boolean(types.int64, *args)
+
+    def codegen(context, builder, signature, llargs):
+        fnty = context.call_conv.get_function_type(types.boolean, args)
+        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+        _, res = context.call_conv.call_function(builder, fn, types.boolean, args, llargs[1:])
+        return res
+
+    return sig, codegen
+
+
+@kernel(**INTERNAL)
+def call_step(d, ws, z, zd, tau, dt, substeps, midpoint, tol, max_iter):
+    """rk4_step or midpoint_step for use inside other kernels (simulation loops), through the addresses in
+    ws.step_addr (step_addresses): their code is not compiled again into the caller. False on failure or if
+    the workspace carries no address."""
+    if midpoint:
+        if ws.step_addr[1] == 0:
+            return False
+        return _call_midpoint(ws.step_addr[1], d, ws, z, zd, tau, dt, substeps, tol, max_iter)
+    if ws.step_addr[0] == 0:
+        return False
+    return _call_rk4(ws.step_addr[0], d, ws, z, zd, tau, dt, substeps)
+
+
+def _address(dispatcher, sig) -> int:
+    dispatcher.compile(sig)
+    cres = dispatcher.overloads[sig]
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+
+
+def step_addresses(d, ws, methods=('rk4', 'midpoint')):
+    """Store the addresses of the compiled rk4_step and/or midpoint_step for the types of (d, ws) in
+    ws.step_addr (compiling them, or loading them from numba's cache, on first use)."""
+    a1 = types.float64[::1]
+    base = (typeof(d), typeof(ws), a1, a1, a1, types.float64, types.int64)
+    if 'rk4' in methods:
+        ws.step_addr[0] = _address(rk4_step, base)
+    if 'midpoint' in methods:
+        ws.step_addr[1] = _address(midpoint_step, base + (types.float64, types.int64))
+
+
 def dynamics_address(d, ws) -> int:
     """Address of the compiled dynamics_terms for the types of (d, ws) (compiled, or loaded from numba's cache,
     on first use). The other arguments' types are fixed: C-contiguous float64 arrays and a bool."""
     a1 = types.float64[::1]
-    sig = (typeof(d), typeof(ws), a1, a1, a1, types.float64[:, ::1], a1, types.boolean)
-    dynamics_terms.compile(sig)
-    cres = dynamics_terms.overloads[sig]
-    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+    return _address(dynamics_terms, (typeof(d), typeof(ws), a1, a1, a1, types.float64[:, ::1], a1, types.boolean))
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def cholesky_solve(A, b, N, L, x):
     """Solve A x = b for symmetric positive definite A (N x N) using workspace L. Returns False if not PD."""
     for j in range(N):
@@ -767,66 +897,60 @@ def cholesky_solve(A, b, N, L, x):
     return True
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**KERNEL_NO_NRT)
 def forward_dynamics(d, ws, z, zd, tau, zdd):
     """z'' = J^-1 R. Returns False (and leaves zdd undefined) if J is not positive definite."""
-    J = ws.J
-    rhs = ws.rhs
+    J = ws.NN[0]
+    rhs = ws.VN[0]
     if not call_dynamics_terms(d, ws, z, zd, tau, J, rhs, True):
         return False
-    return cholesky_solve(J, rhs, d.n_coords, ws.L, zdd)
+    return cholesky_solve(J, rhs, d.n_coords, ws.NN[1], zdd)
 
 
 # ---------------------------------------------------------------------------------------------- integrators
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**KERNEL_NO_NRT)
 def rk4_step(d, ws, z, zd, tau, dt, substeps):
-    """Advance (z, zd) in place by `substeps` classical RK4 steps of dt/substeps. False on failure."""
+    """Advance (z, zd) in place by `substeps` classical RK4 steps of dt/substeps. False on failure.
+
+    Stage s evaluates the dynamics at (z0 + c_s h v_s-1, v_s = v0 + c_s h a_s-1), c = (0, 1/2, 1/2, 1), and
+    accumulates the weights (1, 2, 2, 1)/6; one call site of the dynamics (small compiled code)."""
     N = d.n_coords
     h = dt / substeps
-    z0 = ws.z0
-    v0 = ws.v0
-    zs = ws.zs
-    vs = ws.vs
-    k1 = ws.k1
-    k2 = ws.k2
-    k3 = ws.k3
-    k4 = ws.k4
-    vk2 = ws.vk2
-    vk3 = ws.vk3
-    vk4 = ws.vk4
+    z0 = ws.VN[1]
+    v0 = ws.VN[2]
+    zs = ws.VN[3]
+    vs = ws.VN[4]
+    acc = ws.VN[5]
+    dz = ws.VN[6]
+    dv = ws.VN[7]
     for _ in range(substeps):
         for i in range(N):
             z0[i] = z[i]
             v0[i] = zd[i]
-        if not forward_dynamics(d, ws, z0, v0, tau, k1):
-            return False
+            zs[i] = z[i]
+            vs[i] = zd[i]
+            dz[i] = 0.0
+            dv[i] = 0.0
+        for stage in range(4):
+            if not forward_dynamics(d, ws, zs, vs, tau, acc):
+                return False
+            w = 1.0 if stage == 0 or stage == 3 else 2.0
+            c = h if stage == 2 else 0.5 * h
+            for i in range(N):
+                dz[i] += w * vs[i]
+                dv[i] += w * acc[i]
+                if stage < 3:
+                    zs[i] = z0[i] + c * vs[i]
+                    vs[i] = v0[i] + c * acc[i]
         for i in range(N):
-            zs[i] = z0[i] + 0.5 * h * v0[i]
-            vs[i] = v0[i] + 0.5 * h * k1[i]
-            vk2[i] = vs[i]
-        if not forward_dynamics(d, ws, zs, vs, tau, k2):
-            return False
-        for i in range(N):
-            zs[i] = z0[i] + 0.5 * h * vk2[i]
-            vs[i] = v0[i] + 0.5 * h * k2[i]
-            vk3[i] = vs[i]
-        if not forward_dynamics(d, ws, zs, vs, tau, k3):
-            return False
-        for i in range(N):
-            zs[i] = z0[i] + h * vk3[i]
-            vs[i] = v0[i] + h * k3[i]
-            vk4[i] = vs[i]
-        if not forward_dynamics(d, ws, zs, vs, tau, k4):
-            return False
-        for i in range(N):
-            z[i] = z0[i] + h / 6.0 * (v0[i] + 2.0 * vk2[i] + 2.0 * vk3[i] + vk4[i])
-            zd[i] = v0[i] + h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+            z[i] = z0[i] + h / 6.0 * dz[i]
+            zd[i] = v0[i] + h / 6.0 * dv[i]
     return True
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**KERNEL_NO_NRT)
 def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
     """Implicit midpoint rule (symplectic, A-stable), simplified Newton on the stiff linear part.
 
@@ -843,17 +967,17 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
     stiffness = d.stiffness
     damping = d.damping
     h = dt / substeps
-    z0 = ws.z0
-    v0 = ws.v0
-    zs = ws.zs
-    vs = ws.vs
-    v1 = ws.k1
-    res = ws.k2
-    dv = ws.k3
-    S = ws.S
-    J = ws.J
-    rhs = ws.rhs
-    L = ws.L
+    z0 = ws.VN[1]
+    v0 = ws.VN[2]
+    zs = ws.VN[3]
+    vs = ws.VN[4]
+    v1 = ws.VN[5]
+    res = ws.VN[6]
+    dv = ws.VN[7]
+    S = ws.NN[2]
+    J = ws.NN[0]
+    rhs = ws.VN[0]
+    L = ws.NN[1]
     for _ in range(substeps):
         for i in range(N):
             z0[i] = z[i]
@@ -901,65 +1025,73 @@ def midpoint_step(d, ws, z, zd, tau, dt, substeps, tol, max_iter):
 # ---------------------------------------------------------------------------------------------- kinematics, energy
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**KERNEL_NO_NRT)
 def link_frames(d, z, RF, pL, RE, pE):
     """Frames of every link at configuration z: RF[j] (rotation of F_j = L_j), pL[j] (origin of L_j),
-    RE[j], pE[j] (elastic tip frame of link j, before the twist)."""
+    RE[j], pE[j] (elastic tip frame of link j, before the twist). No allocation."""
     n = d.n_joints
     q_index = d.q_index
     n_modes = d.n_modes
     phi_tip = d.phi_tip
     theta_tip = d.theta_tip
-    Rt = np.empty((3, 3))
-    pt = np.empty(3)
-    Re = np.empty((3, 3))
-    G = np.empty((3, 3))
-    rho = np.empty(3)
-    th = np.empty(3)
-    for i in range(3):
-        for k in range(3):
-            Rt[i, k] = d.base_R[i, k]
-        pt[i] = d.base_p[i]
     for j in range(n):
         qj = q_index[j]
         ds = qj + 1
         m = n_modes[j]
         ang = d.angle_offset[j] + z[qj]
         cq, sq = np.cos(ang), np.sin(ang)
+        if j == 0:
+            ca, sa = 1.0, 0.0
+        else:
+            ca, sa = np.cos(d.twist[j - 1]), np.sin(d.twist[j - 1])
         for i in range(3):
-            RF[j, i, 0] = Rt[i, 0] * cq + Rt[i, 1] * sq
-            RF[j, i, 1] = -Rt[i, 0] * sq + Rt[i, 1] * cq
-            RF[j, i, 2] = Rt[i, 2]
-        for i in range(3):
-            pL[j, i] = pt[i] + Rt[i, 2] * d.offset[j]
-        for i in range(3):
-            s = 0.0
-            t = 0.0
-            for k in range(m):
-                s += phi_tip[j, i, k] * z[ds + k]
-                t += theta_tip[j, i, k] * z[ds + k]
-            rho[i] = s
-            th[i] = t
-        rho[0] += d.length[j]
+            # Tip_{j-1} = ElasticTip_{j-1} Rx(twist_{j-1}) (the base for j = 0), then F_j = Tip_{j-1} Rz(ang)
+            if j == 0:
+                t0, t1, t2 = d.base_R[i, 0], d.base_R[i, 1], d.base_R[i, 2]
+                p = d.base_p[i]
+            else:
+                t0 = RE[j - 1, i, 0]
+                t1 = RE[j - 1, i, 1] * ca + RE[j - 1, i, 2] * sa
+                t2 = -RE[j - 1, i, 1] * sa + RE[j - 1, i, 2] * ca
+                p = pE[j - 1, i]
+            RF[j, i, 0] = t0 * cq + t1 * sq
+            RF[j, i, 1] = -t0 * sq + t1 * cq
+            RF[j, i, 2] = t2
+            pL[j, i] = p + t2 * d.offset[j]
+        rho0 = d.length[j]
+        rho1 = 0.0
+        rho2 = 0.0
+        th0 = 0.0
+        th1 = 0.0
+        th2 = 0.0
+        for k in range(m):
+            dk = z[ds + k]
+            rho0 += phi_tip[j, 0, k] * dk
+            rho1 += phi_tip[j, 1, k] * dk
+            rho2 += phi_tip[j, 2, k] * dk
+            th0 += theta_tip[j, 0, k] * dk
+            th1 += theta_tip[j, 1, k] * dk
+            th2 += theta_tip[j, 2, k] * dk
         if d.fs_active[j]:             # axial foreshortening of the tip: -1/2 delta^T G_tip delta
             for k in range(m):
                 for l in range(m):
-                    rho[0] -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
+                    rho0 -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
+        # elastic tip rotation Re = Rz(th2) Ry(th1) Rx(th0) (as _elastic_rotation), RE = RF Re
+        cx, sx = np.cos(th0), np.sin(th0)
+        cy, sy = np.cos(th1), np.sin(th1)
+        cz, sz = np.cos(th2), np.sin(th2)
+        e00, e01, e02 = cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx
+        e10, e11, e12 = sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx
+        e20, e21, e22 = -sy, cy * sx, cy * cx
         for i in range(3):
-            pE[j, i] = pL[j, i] + RF[j, i, 0] * rho[0] + RF[j, i, 1] * rho[1] + RF[j, i, 2] * rho[2]
-        _elastic_rotation(th[0], th[1], th[2], Re, G)
-        for i in range(3):
-            for k in range(3):
-                RE[j, i, k] = RF[j, i, 0] * Re[0, k] + RF[j, i, 1] * Re[1, k] + RF[j, i, 2] * Re[2, k]
-        ca, sa = np.cos(d.twist[j]), np.sin(d.twist[j])
-        for i in range(3):
-            Rt[i, 0] = RE[j, i, 0]
-            Rt[i, 1] = RE[j, i, 1] * ca + RE[j, i, 2] * sa
-            Rt[i, 2] = -RE[j, i, 1] * sa + RE[j, i, 2] * ca
-            pt[i] = pE[j, i]
+            r0, r1, r2 = RF[j, i, 0], RF[j, i, 1], RF[j, i, 2]
+            pE[j, i] = pL[j, i] + r0 * rho0 + r1 * rho1 + r2 * rho2
+            RE[j, i, 0] = r0 * e00 + r1 * e10 + r2 * e20
+            RE[j, i, 1] = r0 * e01 + r1 * e11 + r2 * e21
+            RE[j, i, 2] = r0 * e02 + r1 * e12 + r2 * e22
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**KERNEL_NO_NRT)
 def potential_energies(d, z, RF, pL, RE, pE):
     """(elastic, gravity) potential energy at z. Elastic: the links' strain energy 1/2 delta^T K delta and the
     joint stops' springs; gravity: V = -g . sum_b (M_b p_b + R_b S_b(delta))."""
@@ -998,7 +1130,7 @@ def potential_energies(d, z, RF, pL, RE, pE):
 # ---------------------------------------------------------------------------------------------- limits, validity
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def stops_within_reach(d, z, zd, dt):
     """True if some joint with a hard stop is in it or may reach it within dt (2 |qdot| dt + 0.02 rad): the
     steps where the plant resolves the stop's stiffness with more sub-steps."""
@@ -1012,7 +1144,7 @@ def stops_within_reach(d, z, zd, dt):
     return False
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def tip_deflections(d, z, out):
     """Tip deflection of every link in its link frame, metres (rotations for torsion not included):
     out[j] = Phi_tip delta (- 1/2 delta^T G_tip delta e_x with foreshortening)."""
@@ -1030,7 +1162,7 @@ def tip_deflections(d, z, out):
                     out[j, 0] -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@kernel(**INTERNAL)
 def limit_checks(d, z, zd, velocity_limit, velocity_count, contact_count, penetration):
     """After a step: count joints beyond their velocity limit (velocity_count) and in their hard stop
     (contact_count), store the penetration beyond the position limits, and return the largest tip deflection

@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 from numba.core.dispatcher import Dispatcher
 
 from . import kernels
@@ -107,7 +106,7 @@ class SimulationResult:
 # ---------------------------------------------------------------------------------------------- numba loops
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.INTERNAL)
 def _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE, pE):
     """Sample k of the result: state, tip position, per-link tip deflections, energy."""
     N = z.shape[0]
@@ -116,8 +115,8 @@ def _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE,
         ZD[k, i] = zd[i]
     if want_energy:
         el, gr = kernels.potential_energies(d, z, RF, pL, RE, pE)     # (fills the frames of z)
-        J = ws.J
-        kernels.call_dynamics_terms(d, ws, z, zd, tau0, J, ws.rhs, True)
+        J = ws.NN[0]
+        kernels.call_dynamics_terms(d, ws, z, zd, tau0, J, ws.VN[0], True)
         kin = 0.0
         for i in range(N):
             s = 0.0
@@ -133,18 +132,16 @@ def _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE,
     kernels.tip_deflections(d, z, DEFL[k])
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.INTERNAL)
 def _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint):
     """One period with the sub-step count of the plant's rule (more while a joint can reach its stop)."""
     n_sub = n_free
     if stops and kernels.stops_within_reach(d, z, zd, dt):
         n_sub = n_contact
-    if midpoint:
-        return kernels.midpoint_step(d, ws, z, zd, tau, dt, n_sub, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
-    return kernels.rk4_step(d, ws, z, zd, tau, dt, n_sub)
+    return kernels.call_step(d, ws, z, zd, tau, dt, n_sub, midpoint, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.INTERNAL)
 def _finite(z, zd):
     for i in range(z.shape[0]):
         if not (np.isfinite(z[i]) and np.isfinite(zd[i])):
@@ -152,7 +149,7 @@ def _finite(z, zd):
     return True
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
 def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
                  Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
     """The whole run under sampled torques (row k for period k, the last row held). Returns the index of the
@@ -170,7 +167,7 @@ def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, midpoint, wan
     return -1
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.KERNEL)
 def _run_law(law, d, ws, z, zd, dt, n_free, n_contact, stops, midpoint, want_energy, tau0, tau,
              Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
     """The whole run under a compiled law tau = law(t, z, zd). Returns the failing period, or -1."""
@@ -185,6 +182,19 @@ def _run_law(law, d, ws, z, zd, dt, n_free, n_contact, stops, midpoint, want_ene
             if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
                 return k
     return -1
+
+
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
+def _run_one(d, ws, k, z, zd, tau, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
+             Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
+    """Period k of a run driven from Python: record sample k (with the torque tau chosen for it), then advance
+    unless k is the last sample. False if the step failed."""
+    _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE, pE)
+    for i in range(tau.shape[0]):
+        TAU[k, i] = tau[i]
+    if k < Z.shape[0] - 1:
+        return _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------- the API
@@ -202,6 +212,7 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
     N, n = model.n_coords, model.n_joints
     d = model.data
     ws = model.workspace()
+    kernels.step_addresses(d, ws, (method,))
     z = np.zeros(N)
     zd = np.zeros(N)
     if z0 is not None:
@@ -239,10 +250,8 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
         failed = -1
         tau = np.zeros(n)
         for k in range(n_steps + 1):
-            _record(d, ws, k, z, zd, bool(record_energy), tau0, Z, ZD, TIP, DEFL, E, *frames)
             tau[:] = np.asarray(torque(t[k], z.copy(), zd.copy()), dtype=float)
-            TAU[k] = tau
-            if k < n_steps and not (_advance(d, ws, z, zd, tau, *args[:5]) and _finite(z, zd)):
+            if not _run_one(d, ws, k, z, zd, tau, *args, *out):
                 failed = k
                 break
     if failed >= 0:

@@ -10,7 +10,10 @@ Sub-steps (substeps=0: the rule of model.integrators.auto_substeps, never more t
 SubstepError beyond): `substeps` while no joint can reach its hard stop within the step, `substeps_contact`
 (the rule with the stops' stiffness and damping acting) while one can.
 
-Counters for diagnostics, updated after every step (one small kernel, `limit_checks`):
+One kernel call per step (`plant_step`: the sub-step choice, the integrator through its address, the divergence
+bounds and the counters below), so the loop pays for one Python -> numba transition.
+
+Counters for diagnostics, updated after every step:
   velocity_limit_violations  (per joint) steps that ended with |qdot| above the joint's velocity limit
   stop_contact_steps         (per joint) steps that ended with the joint beyond a position limit (in its stop)
   stop_penetration           (per joint) current penetration beyond the position limits, rad
@@ -23,22 +26,40 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from ..model import kernels
 from ..model.integrators import (AUTO_SUBSTEP_SAFETY, MAX_AUTO_SUBSTEPS, MIDPOINT_MAX_ITER,  # noqa: F401
                                  MIDPOINT_TOL, SubstepError, auto_substeps, has_stops)
-from ..model.kernels import limit_checks
+from ..model.kernels import limit_checks, stops_within_reach  # noqa: F401 (plant_step)
 from ..model.simulate import validity_limit
 
+STEP_OK, STEP_FAILED, STEP_OUT_OF_BOUNDS = 0, 1, 2
 
-@njit(cache=True)
+
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
 def state_ok(z, zd, zmax, zdmax):
     """True if every entry is finite and within the bounds (NaN fails every comparison)."""
     for i in range(z.shape[0]):
         if not (abs(z[i]) <= zmax) or not (abs(zd[i]) <= zdmax):
             return False
     return True
+
+
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
+def plant_step(d, ws, z, zd, tau, dt, n_free, n_contact, midpoint, integrate, zmax, zdmax, velocity_limit,
+               velocity_count, contact_count, penetration):
+    """One plant period: (integrate) the step with the sub-steps of the plant's rule (n_contact while a joint can
+    reach its stop), through the integrator's address in ws.step_addr; then the divergence bounds and, if within
+    them, the limit counters (kernels.limit_checks). Returns (STEP_OK / STEP_FAILED / STEP_OUT_OF_BOUNDS, largest
+    tip deflection / link length)."""
+    if integrate:
+        n_sub = n_contact if stops_within_reach(d, z, zd, dt) else n_free
+        if not kernels.call_step(d, ws, z, zd, tau, dt, n_sub, midpoint, MIDPOINT_TOL, MIDPOINT_MAX_ITER):
+            return STEP_FAILED, 0.0
+    for i in range(z.shape[0]):
+        if not (abs(z[i]) <= zmax) or not (abs(zd[i]) <= zdmax):      # NaN fails every comparison
+            return STEP_OUT_OF_BOUNDS, 0.0
+    return STEP_OK, limit_checks(d, z, zd, velocity_limit, velocity_count, contact_count, penetration)
 
 
 def initial_state(model, position=(), velocity=(), modal_position=(), modal_velocity=()):
@@ -101,20 +122,21 @@ class PlantCore:
         self.relative_deflection = 0.0
         self.validity_exceeded_steps = 0
         self._has_stops = has_stops(model)
+        kernels.step_addresses(self.data, self.ws, (method,))
+
+    def _step(self, tau, dt, integrate, count=True):
+        if count:
+            vc, cc = self.velocity_limit_violations, self.stop_contact_steps
+        else:
+            vc, cc = np.zeros_like(self.velocity_limit_violations), np.zeros_like(self.stop_contact_steps)
+        return plant_step(self.data, self.ws, self.z if count else self.z.copy(), self.zd if count else self.zd.copy(),
+                          tau, dt, self.substeps, self.substeps_contact, self.method == 'midpoint', integrate,
+                          self.max_abs_position, self.max_abs_velocity, self.velocity_limit, vc, cc,
+                          self.stop_penetration if count else np.zeros(self.model.n_joints))
 
     def warm_up(self):
         """Run the kernels once on scratch copies (loads / compiles numba code before the loop starts)."""
-        z, zd = self.z0.copy(), self.zd0.copy()
-        state_ok(z, zd, self.max_abs_position, self.max_abs_velocity)
-        kernels.stops_within_reach(self.data, z, zd, self.dt)
-        limit_checks(self.data, z, zd, self.velocity_limit, np.zeros_like(self.velocity_limit_violations),
-                     np.zeros_like(self.stop_contact_steps), np.zeros(self.model.n_joints))
-        tau = np.zeros(self.model.n_joints)
-        if self.method == 'rk4':
-            kernels.rk4_step(self.data, self.ws, z, zd, tau, self.dt, self.substeps)
-        else:
-            kernels.midpoint_step(self.data, self.ws, z, zd, tau, self.dt, self.substeps, MIDPOINT_TOL,
-                                  MIDPOINT_MAX_ITER)
+        self._step(np.zeros(self.model.n_joints), self.dt, True, count=False)
 
     def set_initial(self, z, zd):
         self.z0[:] = z
@@ -136,21 +158,20 @@ class PlantCore:
         self._z_good[:] = z
         self._zd_good[:] = zd
         self.tau[:] = tau
-        n_sub = self.substeps
-        if self._has_stops and kernels.stops_within_reach(self.data, z, zd, self.dt):
-            n_sub = self.substeps_contact
+        code, rel = STEP_FAILED, 0.0
         try:
             if self.servo is not None:
+                n_sub = self.substeps
+                if self._has_stops and self._near_stop():
+                    n_sub = self.substeps_contact
                 ok = self._advance_servo(tau, n_sub)
-            elif self.method == 'rk4':
-                ok = kernels.rk4_step(self.data, self.ws, z, zd, self.tau, self.dt, n_sub)
+                code, rel = self._step(self.tau, self.dt, False) if ok else (STEP_FAILED, 0.0)
             else:
-                ok = kernels.midpoint_step(self.data, self.ws, z, zd, self.tau, self.dt, n_sub,
-                                           MIDPOINT_TOL, MIDPOINT_MAX_ITER)
-            reason = '' if ok else f'{self.method} step failed (mass matrix / convergence)'
+                code, rel = self._step(self.tau, self.dt, True)
+            reason = '' if code != STEP_FAILED else f'{self.method} step failed (mass matrix / convergence)'
         except (FloatingPointError, ZeroDivisionError, ValueError) as e:   # defensive; kernels return False
             reason = f'{self.method} step raised {e}'
-        if not reason and not state_ok(z, zd, self.max_abs_position, self.max_abs_velocity):
+        if not reason and code == STEP_OUT_OF_BOUNDS:
             reason = ('non-finite state' if not (np.all(np.isfinite(z)) and np.all(np.isfinite(zd)))
                       else f'state beyond bounds (|z| <= {self.max_abs_position:g}, '
                            f'|dz/dt| <= {self.max_abs_velocity:g})')
@@ -162,12 +183,18 @@ class PlantCore:
             return False
         self.step_index += 1
         self.t = self.step_index * self.dt
-        rel = limit_checks(self.data, z, zd, self.velocity_limit, self.velocity_limit_violations,
-                           self.stop_contact_steps, self.stop_penetration)
         self.relative_deflection = rel
         if rel > self.validity_limit:
             self.validity_exceeded_steps += 1
         return True
+
+    def _near_stop(self) -> bool:
+        """(numpy) kernels.stops_within_reach for the servo path, which steps from Python."""
+        stop = self.data.joint_stop
+        qi = self.model.q_index
+        q, qd = self.z[qi], self.zd[qi]
+        reach = 2.0 * np.abs(qd) * self.dt + 0.02
+        return bool(np.any((stop[:, 2] > 0) & ((q + reach >= stop[:, 1]) | (q - reach <= stop[:, 0]))))
 
     def reset_counters(self):
         """Zero the limit and validity counters (the state is untouched)."""
