@@ -79,33 +79,6 @@ def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
-@kernel(**INTERNAL)
-def _elastic_rotation(th0, th1, th2, Re, G):
-    """Re = Rz(th_z) Ry(th_y) Rx(th_x); columns of G map (thdot_x, thdot_y, thdot_z) to the
-    relative angular velocity in the parent (link) frame: G = [Rz Ry e_x, Rz e_y, e_z]."""
-    cx, sx = np.cos(th0), np.sin(th0)
-    cy, sy = np.cos(th1), np.sin(th1)
-    cz, sz = np.cos(th2), np.sin(th2)
-    Re[0, 0] = cz * cy
-    Re[0, 1] = cz * sy * sx - sz * cx
-    Re[0, 2] = cz * sy * cx + sz * sx
-    Re[1, 0] = sz * cy
-    Re[1, 1] = sz * sy * sx + cz * cx
-    Re[1, 2] = sz * sy * cx - cz * sx
-    Re[2, 0] = -sy
-    Re[2, 1] = cy * sx
-    Re[2, 2] = cy * cx
-    G[0, 0] = cz * cy
-    G[1, 0] = sz * cy
-    G[2, 0] = -sy
-    G[0, 1] = -sz
-    G[1, 1] = cz
-    G[2, 1] = 0.0
-    G[0, 2] = 0.0
-    G[1, 2] = 0.0
-    G[2, 2] = 1.0
-
-
 # ---------------------------------------------------------------------------------------------- the dynamics
 
 
@@ -130,8 +103,9 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     F_delta = d/dt p_delta - dT/d delta.
 
     The one large kernel: the other kernels call it through `call_dynamics_terms` (by its address), so its
-    code is compiled and optimised once, not again inside every caller. Every array is taken out of the
-    tuples once and indexed in full (no views: each would cost reference counting in the loops)."""
+    code is compiled and optimised once, not again inside every caller. It runs without NRT (no reference
+    counting of the arrays it touches); 3-vectors and rotations are scalar locals (every array access costs
+    numba ~70 lines of LLVM IR, hence compile time)."""
     n = d.n_joints
     N = d.n_coords
     q_index = d.q_index
@@ -140,7 +114,6 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     offset = d.offset
     length = d.length
     twist = d.twist
-    gravity = d.gravity
     phi_tip = d.phi_tip
     theta_tip = d.theta_tip
     body_active = d.body_active
@@ -168,24 +141,10 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     rotor = d.rotor_inertia
     stop = d.joint_stop
     vc = d.coulomb_velocity
-    Rt = ws.M33[0]
     Jwt = ws.J3N[0]
     Jvt = ws.J3N[1]
-    RF = ws.M33[1]
-    RE = ws.M33[2]
-    Re = ws.M33[3]
-    G = ws.M33[4]
     Jv = ws.J3N[2]
     Jw = ws.J3N[3]
-    pt = ws.V3[0]
-    omt = ws.V3[1]
-    vt = ws.V3[2]
-    alt = ws.V3[3]
-    at = ws.V3[4]
-    om = ws.V3[5]
-    v = ws.V3[6]
-    al = ws.V3[7]
-    a = ws.V3[8]
     BR = ws.BR
     BJv = ws.BJ[0]
     BJw = ws.BJ[1]
@@ -197,65 +156,61 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     P = ws.HP[1]
     fv = ws.fs_v
     hc = ws.fs_hc
-    fR = ws.fs_R
-    F = ws.fs_F
+    T = ws.fs_W[0]
+    Td = ws.fs_W[1]
     E = ws.fs_W[2]
-    W = ws.fs_W[0]
-    V = ws.fs_W[1]
 
     for i in range(N):
         rhs[i] = 0.0
+        Jwt[0, i] = 0.0
+        Jwt[1, i] = 0.0
+        Jwt[2, i] = 0.0
+        Jvt[0, i] = 0.0
+        Jvt[1, i] = 0.0
+        Jvt[2, i] = 0.0
     if want_mass:
         for i in range(N):
             for j in range(N):
                 J[i, j] = 0.0
-    for i in range(3):
-        for j in range(3):
-            Rt[i, j] = d.base_R[i, j]
-        pt[i] = d.base_p[i]
-        omt[i] = 0.0
-        vt[i] = 0.0
-        alt[i] = 0.0
-        at[i] = -gravity[i]       # gravity as an upward acceleration of the base
-    for i in range(3):
-        for c in range(N):
-            Jwt[i, c] = 0.0
-            Jvt[i, c] = 0.0
+    # the previous tip frame (the base for joint 0): rotation t.., position p., its omega, v, alpha, a
+    bR = d.base_R
+    t00, t01, t02 = bR[0, 0], bR[0, 1], bR[0, 2]
+    t10, t11, t12 = bR[1, 0], bR[1, 1], bR[1, 2]
+    t20, t21, t22 = bR[2, 0], bR[2, 1], bR[2, 2]
+    px, py, pz = d.base_p[0], d.base_p[1], d.base_p[2]
+    otx, oty, otz = 0.0, 0.0, 0.0
+    vtx, vty, vtz = 0.0, 0.0, 0.0
+    ltx, lty, ltz = 0.0, 0.0, 0.0
+    # gravity as an upward acceleration of the base
+    atx, aty, atz = -d.gravity[0], -d.gravity[1], -d.gravity[2]
     # ------------------------------------------------------------------ pass 1: kinematics along the chain
     for j in range(n):
         qj = q_index[j]
         ds = qj + 1
         m = n_modes[j]
         ncol = ds + m
+        phi_j = phi_tip[j]          # per-link views (no reference counting: the kernel runs without NRT)
+        theta_j = theta_tip[j]
         ang = angle_offset[j] + z[qj]
         cq, sq = np.cos(ang), np.sin(ang)
-        # F_j = Tip_{j-1} Rz(ang), rotating about z of Tip_{j-1}
-        for i in range(3):
-            RF[i, 0] = Rt[i, 0] * cq + Rt[i, 1] * sq
-            RF[i, 1] = -Rt[i, 0] * sq + Rt[i, 1] * cq
-            RF[i, 2] = Rt[i, 2]
-        z0, z1, z2 = Rt[0, 2], Rt[1, 2], Rt[2, 2]
+        # F_j = Tip_{j-1} Rz(ang), rotating about z of Tip_{j-1}: rotation f..
+        f00, f01, f02 = t00 * cq + t01 * sq, -t00 * sq + t01 * cq, t02
+        f10, f11, f12 = t10 * cq + t11 * sq, -t10 * sq + t11 * cq, t12
+        f20, f21, f22 = t20 * cq + t21 * sq, -t20 * sq + t21 * cq, t22
+        z0, z1, z2 = t02, t12, t22
         qd = zd[qj]
-        c0, c1, c2 = _cross(omt[0], omt[1], omt[2], z0, z1, z2)
-        om[0] = omt[0] + z0 * qd
-        om[1] = omt[1] + z1 * qd
-        om[2] = omt[2] + z2 * qd
-        al[0] = alt[0] + c0 * qd
-        al[1] = alt[1] + c1 * qd
-        al[2] = alt[2] + c2 * qd
+        c0, c1, c2 = _cross(otx, oty, otz, z0, z1, z2)
+        ox, oy, oz = otx + z0 * qd, oty + z1 * qd, otz + z2 * qd
+        lx, ly, lz = ltx + c0 * qd, lty + c1 * qd, ltz + c2 * qd
         # L_j = F_j Tz(d_j): origin offset r = d_j z
         dj = offset[j]
         r0, r1, r2 = z0 * dj, z1 * dj, z2 * dj
-        pL0, pL1, pL2 = pt[0] + r0, pt[1] + r1, pt[2] + r2
-        c0, c1, c2 = _cross(om[0], om[1], om[2], r0, r1, r2)
-        v[0] = vt[0] + c0
-        v[1] = vt[1] + c1
-        v[2] = vt[2] + c2
-        e0, e1, e2 = _cross(al[0], al[1], al[2], r0, r1, r2)
-        f0, f1, f2 = _cross(om[0], om[1], om[2], c0, c1, c2)
-        a[0] = at[0] + e0 + f0
-        a[1] = at[1] + e1 + f1
-        a[2] = at[2] + e2 + f2
+        pLx, pLy, pLz = px + r0, py + r1, pz + r2
+        c0, c1, c2 = _cross(ox, oy, oz, r0, r1, r2)
+        vx, vy, vz = vtx + c0, vty + c1, vtz + c2
+        e0, e1, e2 = _cross(lx, ly, lz, r0, r1, r2)
+        g0, g1, g2 = _cross(ox, oy, oz, c0, c1, c2)
+        ax, ay, az = atx + e0 + g0, aty + e1 + g1, atz + e2 + g2
         for c in range(qj):
             Jw[0, c] = Jwt[0, c]
             Jw[1, c] = Jwt[1, c]
@@ -264,10 +219,10 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             Jv[0, c] = Jvt[0, c] + g0
             Jv[1, c] = Jvt[1, c] + g1
             Jv[2, c] = Jvt[2, c] + g2
+        g0, g1, g2 = _cross(z0, z1, z2, r0, r1, r2)
         Jw[0, qj] = z0
         Jw[1, qj] = z1
         Jw[2, qj] = z2
-        g0, g1, g2 = _cross(z0, z1, z2, r0, r1, r2)
         Jv[0, qj] = g0
         Jv[1, qj] = g1
         Jv[2, qj] = g2
@@ -276,14 +231,10 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                 Jw[i, c] = 0.0
                 Jv[i, c] = 0.0
         # link body j's frame data (L_j) for pass 2
-        for i in range(3):
-            for k in range(3):
-                BR[j, i, k] = RF[i, k]
-            Bkin[j, 0, i] = v[i]
-            Bkin[j, 1, i] = om[i]
-            Bkin[j, 2, i] = a[i]
-            Bkin[j, 3, i] = al[i]
-            for c in range(ncol):
+        _store_frame(BR, Bkin, j, f00, f01, f02, f10, f11, f12, f20, f21, f22,
+                     vx, vy, vz, ox, oy, oz, ax, ay, az, lx, ly, lz)
+        for c in range(ncol):
+            for i in range(3):
                 BJv[j, i, c] = Jv[i, c]
                 BJw[j, i, c] = Jw[i, c]
         # elastic tip of link j: rho = l e_x + Phi_tip delta (- 1/2 delta^T G_tip delta e_x),
@@ -303,75 +254,79 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         for k in range(m):
             dk = z[ds + k]
             ddk = zd[ds + k]
-            rho0 += phi_tip[j, 0, k] * dk
-            rho1 += phi_tip[j, 1, k] * dk
-            rho2 += phi_tip[j, 2, k] * dk
-            rd0_ += phi_tip[j, 0, k] * ddk
-            rd1_ += phi_tip[j, 1, k] * ddk
-            rd2_ += phi_tip[j, 2, k] * ddk
-            th0 += theta_tip[j, 0, k] * dk
-            th1 += theta_tip[j, 1, k] * dk
-            th2 += theta_tip[j, 2, k] * dk
-            td0 += theta_tip[j, 0, k] * ddk
-            td1 += theta_tip[j, 1, k] * ddk
-            td2 += theta_tip[j, 2, k] * ddk
+            p0, p1, p2 = phi_j[0, k], phi_j[1, k], phi_j[2, k]
+            h0, h1, h2 = theta_j[0, k], theta_j[1, k], theta_j[2, k]
+            rho0 += p0 * dk
+            rho1 += p1 * dk
+            rho2 += p2 * dk
+            rd0_ += p0 * ddk
+            rd1_ += p1 * ddk
+            rd2_ += p2 * ddk
+            th0 += h0 * dk
+            th1 += h1 * dk
+            th2 += h2 * dk
+            td0 += h0 * ddk
+            td1 += h1 * ddk
+            td2 += h2 * ddk
         bx = 0.0                  # bias of the tip's relative acceleration along x: -deltadot^T G_tip deltadot
         fs = fs_active[j]
         if fs:
+            Gt = fs_G[j, 2]
             for k in range(m):
                 g = 0.0
                 gd = 0.0
                 for l in range(m):
-                    g += fs_G[j, 2, k, l] * z[ds + l]
-                    gd += fs_G[j, 2, k, l] * zd[ds + l]
+                    g += Gt[k, l] * z[ds + l]
+                    gd += Gt[k, l] * zd[ds + l]
                 fv[3, k] = g
                 rho0 -= 0.5 * z[ds + k] * g
                 rd0_ -= g * zd[ds + k]
                 bx -= gd * zd[ds + k]
-        r0 = RF[0, 0] * rho0 + RF[0, 1] * rho1 + RF[0, 2] * rho2
-        r1 = RF[1, 0] * rho0 + RF[1, 1] * rho1 + RF[1, 2] * rho2
-        r2 = RF[2, 0] * rho0 + RF[2, 1] * rho1 + RF[2, 2] * rho2
-        rd0 = RF[0, 0] * rd0_ + RF[0, 1] * rd1_ + RF[0, 2] * rd2_
-        rd1 = RF[1, 0] * rd0_ + RF[1, 1] * rd1_ + RF[1, 2] * rd2_
-        rd2 = RF[2, 0] * rd0_ + RF[2, 1] * rd1_ + RF[2, 2] * rd2_
-        _elastic_rotation(th0, th1, th2, Re, G)
+        r0 = f00 * rho0 + f01 * rho1 + f02 * rho2
+        r1 = f10 * rho0 + f11 * rho1 + f12 * rho2
+        r2 = f20 * rho0 + f21 * rho1 + f22 * rho2
+        rd0 = f00 * rd0_ + f01 * rd1_ + f02 * rd2_
+        rd1 = f10 * rd0_ + f11 * rd1_ + f12 * rd2_
+        rd2 = f20 * rd0_ + f21 * rd1_ + f22 * rd2_
+        # Re = Rz(th_z) Ry(th_y) Rx(th_x); the columns of G map (thdot_x, thdot_y, thdot_z) to the relative
+        # angular velocity in the link frame: G = [Rz Ry e_x, Rz e_y, e_z]
+        cx, sx = np.cos(th0), np.sin(th0)
+        cy, sy = np.cos(th1), np.sin(th1)
+        cz, sz = np.cos(th2), np.sin(th2)
+        e00, e01, e02 = cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx
+        e10, e11, e12 = sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx
+        e20, e21, e22 = -sy, cy * sx, cy * cx
+        G00, G10, G20 = cz * cy, sz * cy, -sy
+        G01, G11 = -sz, cz
         # relative angular velocity G thd (link axes) and its bias derivative Gdot thd:
         # d/dt(Rz e_y) = thd_z e_z x (Rz e_y); d/dt(Rz Ry e_x) = (thd_z e_z + thd_y Rz e_y) x (Rz Ry e_x)
-        wl0 = G[0, 0] * td0 + G[0, 1] * td1
-        wl1 = G[1, 0] * td0 + G[1, 1] * td1
-        wl2 = G[2, 0] * td0 + td2
-        h0, h1, h2 = _cross(0.0, 0.0, td2, G[0, 1], G[1, 1], G[2, 1])
-        k0, k1, k2 = _cross(G[0, 1] * td1, G[1, 1] * td1, td2, G[0, 0], G[1, 0], G[2, 0])
+        wl0 = G00 * td0 + G01 * td1
+        wl1 = G10 * td0 + G11 * td1
+        wl2 = G20 * td0 + td2
+        h0, h1, h2 = _cross(0.0, 0.0, td2, G01, G11, 0.0)
+        k0, k1, k2 = _cross(G01 * td1, G11 * td1, td2, G00, G10, G20)
         gl0 = td1 * h0 + td0 * k0
         gl1 = td1 * h1 + td0 * k1
         gl2 = td1 * h2 + td0 * k2
-        wr0 = RF[0, 0] * wl0 + RF[0, 1] * wl1 + RF[0, 2] * wl2
-        wr1 = RF[1, 0] * wl0 + RF[1, 1] * wl1 + RF[1, 2] * wl2
-        wr2 = RF[2, 0] * wl0 + RF[2, 1] * wl1 + RF[2, 2] * wl2
-        gd0 = RF[0, 0] * gl0 + RF[0, 1] * gl1 + RF[0, 2] * gl2
-        gd1 = RF[1, 0] * gl0 + RF[1, 1] * gl1 + RF[1, 2] * gl2
-        gd2 = RF[2, 0] * gl0 + RF[2, 1] * gl1 + RF[2, 2] * gl2
+        wr0 = f00 * wl0 + f01 * wl1 + f02 * wl2
+        wr1 = f10 * wl0 + f11 * wl1 + f12 * wl2
+        wr2 = f20 * wl0 + f21 * wl1 + f22 * wl2
+        gd0 = f00 * gl0 + f01 * gl1 + f02 * gl2
+        gd1 = f10 * gl0 + f11 * gl1 + f12 * gl2
+        gd2 = f20 * gl0 + f21 * gl1 + f22 * gl2
         # tip velocity and bias accelerations (world)
-        c0, c1, c2 = _cross(om[0], om[1], om[2], r0, r1, r2)
-        vt[0] = v[0] + c0 + rd0
-        vt[1] = v[1] + c1 + rd1
-        vt[2] = v[2] + c2 + rd2
-        e0, e1, e2 = _cross(al[0], al[1], al[2], r0, r1, r2)
-        f0, f1, f2 = _cross(om[0], om[1], om[2], c0, c1, c2)
-        g0, g1, g2 = _cross(om[0], om[1], om[2], rd0, rd1, rd2)
-        at[0] = a[0] + e0 + f0 + 2.0 * g0 + RF[0, 0] * bx
-        at[1] = a[1] + e1 + f1 + 2.0 * g1 + RF[1, 0] * bx
-        at[2] = a[2] + e2 + f2 + 2.0 * g2 + RF[2, 0] * bx
-        h0, h1, h2 = _cross(om[0], om[1], om[2], wr0, wr1, wr2)
-        alt[0] = al[0] + h0 + gd0
-        alt[1] = al[1] + h1 + gd1
-        alt[2] = al[2] + h2 + gd2
-        omt[0] = om[0] + wr0
-        omt[1] = om[1] + wr1
-        omt[2] = om[2] + wr2
-        pt[0] = pL0 + r0
-        pt[1] = pL1 + r1
-        pt[2] = pL2 + r2
+        c0, c1, c2 = _cross(ox, oy, oz, r0, r1, r2)
+        vtx, vty, vtz = vx + c0 + rd0, vy + c1 + rd1, vz + c2 + rd2
+        e0, e1, e2 = _cross(lx, ly, lz, r0, r1, r2)
+        g0, g1, g2 = _cross(ox, oy, oz, c0, c1, c2)
+        h0, h1, h2 = _cross(ox, oy, oz, rd0, rd1, rd2)
+        atx = ax + e0 + g0 + 2.0 * h0 + f00 * bx
+        aty = ay + e1 + g1 + 2.0 * h1 + f10 * bx
+        atz = az + e2 + g2 + 2.0 * h2 + f20 * bx
+        h0, h1, h2 = _cross(ox, oy, oz, wr0, wr1, wr2)
+        ltx, lty, ltz = lx + h0 + gd0, ly + h1 + gd1, lz + h2 + gd2
+        otx, oty, otz = ox + wr0, oy + wr1, oz + wr2
+        px, py, pz = pLx + r0, pLy + r1, pLz + r2
         # tip Jacobians
         for c in range(ds):
             g0, g1, g2 = _cross(Jw[0, c], Jw[1, c], Jw[2, c], r0, r1, r2)
@@ -383,36 +338,41 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             Jwt[2, c] = Jw[2, c]
         for k in range(m):
             c = ds + k
-            p0, p1, p2 = phi_tip[j, 0, k], phi_tip[j, 1, k], phi_tip[j, 2, k]
+            p0, p1, p2 = phi_j[0, k], phi_j[1, k], phi_j[2, k]
             if fs:
                 p0 -= fv[3, k]
-            t0 = G[0, 0] * theta_tip[j, 0, k] + G[0, 1] * theta_tip[j, 1, k]
-            t1 = G[1, 0] * theta_tip[j, 0, k] + G[1, 1] * theta_tip[j, 1, k]
-            t2 = G[2, 0] * theta_tip[j, 0, k] + theta_tip[j, 2, k]
-            for i in range(3):
-                Jvt[i, c] = RF[i, 0] * p0 + RF[i, 1] * p1 + RF[i, 2] * p2
-                Jwt[i, c] = RF[i, 0] * t0 + RF[i, 1] * t1 + RF[i, 2] * t2
+            h0, h1, h2 = theta_j[0, k], theta_j[1, k], theta_j[2, k]
+            s0 = G00 * h0 + G01 * h1
+            s1 = G10 * h0 + G11 * h1
+            s2 = G20 * h0 + h2
+            Jvt[0, c] = f00 * p0 + f01 * p1 + f02 * p2
+            Jvt[1, c] = f10 * p0 + f11 * p1 + f12 * p2
+            Jvt[2, c] = f20 * p0 + f21 * p1 + f22 * p2
+            Jwt[0, c] = f00 * s0 + f01 * s1 + f02 * s2
+            Jwt[1, c] = f10 * s0 + f11 * s1 + f12 * s2
+            Jwt[2, c] = f20 * s0 + f21 * s1 + f22 * s2
         # elastic tip rotation RE = RF Re
-        for i in range(3):
-            for k in range(3):
-                RE[i, k] = RF[i, 0] * Re[0, k] + RF[i, 1] * Re[1, k] + RF[i, 2] * Re[2, k]
+        E00 = f00 * e00 + f01 * e10 + f02 * e20
+        E01 = f00 * e01 + f01 * e11 + f02 * e21
+        E02 = f00 * e02 + f01 * e12 + f02 * e22
+        E10 = f10 * e00 + f11 * e10 + f12 * e20
+        E11 = f10 * e01 + f11 * e11 + f12 * e21
+        E12 = f10 * e02 + f11 * e12 + f12 * e22
+        E20 = f20 * e00 + f21 * e10 + f22 * e20
+        E21 = f20 * e01 + f21 * e11 + f22 * e21
+        E22 = f20 * e02 + f21 * e12 + f22 * e22
         if j == n - 1:            # the payload's frame data: the elastic tip's
-            for i in range(3):
-                for k in range(3):
-                    BR[n, i, k] = RE[i, k]
-                Bkin[n, 0, i] = vt[i]
-                Bkin[n, 1, i] = omt[i]
-                Bkin[n, 2, i] = at[i]
-                Bkin[n, 3, i] = alt[i]
-                for c in range(ncol):
+            _store_frame(BR, Bkin, n, E00, E01, E02, E10, E11, E12, E20, E21, E22,
+                         vtx, vty, vtz, otx, oty, otz, atx, aty, atz, ltx, lty, ltz)
+            for c in range(ncol):
+                for i in range(3):
                     BJv[n, i, c] = Jvt[i, c]
                     BJw[n, i, c] = Jwt[i, c]
         # Tip_j = ElasticTip_j Rx(twist_j)
         ca, sa = np.cos(twist[j]), np.sin(twist[j])
-        for i in range(3):
-            Rt[i, 0] = RE[i, 0]
-            Rt[i, 1] = RE[i, 1] * ca + RE[i, 2] * sa
-            Rt[i, 2] = -RE[i, 1] * sa + RE[i, 2] * ca
+        t00, t01, t02 = E00, E01 * ca + E02 * sa, -E01 * sa + E02 * ca
+        t10, t11, t12 = E10, E11 * ca + E12 * sa, -E11 * sa + E12 * ca
+        t20, t21, t22 = E20, E21 * ca + E22 * sa, -E21 * sa + E22 * ca
         # elastic and damping forces of link j
         for k in range(m):
             s = 0.0
@@ -448,25 +408,42 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             ds = N
             fs = False
         ncol = ds + m
-        # body Jacobian rows (6 x ncol)
+        # views of link j's integrals (no reference counting: the kernel runs without NRT)
+        Phibar_j = body_Phibar[j]
+        I1_j = body_I1[j]
+        I2_j = body_I2[j]
+        H0_j = body_H0[j]
+        H1_j = body_H1[j]
+        Mdd_j = body_Mdd[j]
+        G_j = fs_G[j]
+        C_j = fs_C[j]
+        D_j = fs_D[j]
+        ax_j = mode_axis[j]
+        pl_j = mode_plane[j]
+        Jv_b = BJv[b]
+        Jw_b = BJw[b]
+        r00, r01, r02, r10, r11, r12, r20, r21, r22, kvx, kvy, kvz, kox, koy, koz, kax, kay, kaz, klx, kly, klz = \
+            _load_frame(BR, Bkin, b)
+        # body Jacobian rows (6 x ncol): R^T Jv, R^T Jw
         for c in range(ncol):
-            for i in range(3):
-                A[i, c] = BR[b, 0, i] * BJv[b, 0, c] + BR[b, 1, i] * BJv[b, 1, c] + BR[b, 2, i] * BJv[b, 2, c]
-                A[3 + i, c] = BR[b, 0, i] * BJw[b, 0, c] + BR[b, 1, i] * BJw[b, 1, c] + BR[b, 2, i] * BJw[b, 2, c]
-        # body velocities and bias of their derivatives (Bkin rows: v, omega, a, alpha in world axes)
-        v0 = BR[b, 0, 0] * Bkin[b, 0, 0] + BR[b, 1, 0] * Bkin[b, 0, 1] + BR[b, 2, 0] * Bkin[b, 0, 2]
-        v1 = BR[b, 0, 1] * Bkin[b, 0, 0] + BR[b, 1, 1] * Bkin[b, 0, 1] + BR[b, 2, 1] * Bkin[b, 0, 2]
-        v2 = BR[b, 0, 2] * Bkin[b, 0, 0] + BR[b, 1, 2] * Bkin[b, 0, 1] + BR[b, 2, 2] * Bkin[b, 0, 2]
-        w0 = BR[b, 0, 0] * Bkin[b, 1, 0] + BR[b, 1, 0] * Bkin[b, 1, 1] + BR[b, 2, 0] * Bkin[b, 1, 2]
-        w1 = BR[b, 0, 1] * Bkin[b, 1, 0] + BR[b, 1, 1] * Bkin[b, 1, 1] + BR[b, 2, 1] * Bkin[b, 1, 2]
-        w2 = BR[b, 0, 2] * Bkin[b, 1, 0] + BR[b, 1, 2] * Bkin[b, 1, 1] + BR[b, 2, 2] * Bkin[b, 1, 2]
+            j0, j1, j2 = Jv_b[0, c], Jv_b[1, c], Jv_b[2, c]
+            A[0, c] = r00 * j0 + r10 * j1 + r20 * j2
+            A[1, c] = r01 * j0 + r11 * j1 + r21 * j2
+            A[2, c] = r02 * j0 + r12 * j1 + r22 * j2
+            j0, j1, j2 = Jw_b[0, c], Jw_b[1, c], Jw_b[2, c]
+            A[3, c] = r00 * j0 + r10 * j1 + r20 * j2
+            A[4, c] = r01 * j0 + r11 * j1 + r21 * j2
+            A[5, c] = r02 * j0 + r12 * j1 + r22 * j2
+        # body velocities and bias of their derivatives (R^T of the world v, omega, a, alpha)
+        v0, v1, v2 = r00 * kvx + r10 * kvy + r20 * kvz, r01 * kvx + r11 * kvy + r21 * kvz, r02 * kvx + r12 * kvy + r22 * kvz
+        w0, w1, w2 = r00 * kox + r10 * koy + r20 * koz, r01 * kox + r11 * koy + r21 * koz, r02 * kox + r12 * koy + r22 * koz
         c0, c1, c2 = _cross(w0, w1, w2, v0, v1, v2)
-        av0 = BR[b, 0, 0] * Bkin[b, 2, 0] + BR[b, 1, 0] * Bkin[b, 2, 1] + BR[b, 2, 0] * Bkin[b, 2, 2] - c0
-        av1 = BR[b, 0, 1] * Bkin[b, 2, 0] + BR[b, 1, 1] * Bkin[b, 2, 1] + BR[b, 2, 1] * Bkin[b, 2, 2] - c1
-        av2 = BR[b, 0, 2] * Bkin[b, 2, 0] + BR[b, 1, 2] * Bkin[b, 2, 1] + BR[b, 2, 2] * Bkin[b, 2, 2] - c2
-        aw0 = BR[b, 0, 0] * Bkin[b, 3, 0] + BR[b, 1, 0] * Bkin[b, 3, 1] + BR[b, 2, 0] * Bkin[b, 3, 2]
-        aw1 = BR[b, 0, 1] * Bkin[b, 3, 0] + BR[b, 1, 1] * Bkin[b, 3, 1] + BR[b, 2, 1] * Bkin[b, 3, 2]
-        aw2 = BR[b, 0, 2] * Bkin[b, 3, 0] + BR[b, 1, 2] * Bkin[b, 3, 1] + BR[b, 2, 2] * Bkin[b, 3, 2]
+        av0 = r00 * kax + r10 * kay + r20 * kaz - c0
+        av1 = r01 * kax + r11 * kay + r21 * kaz - c1
+        av2 = r02 * kax + r12 * kay + r22 * kaz - c2
+        aw0 = r00 * klx + r10 * kly + r20 * klz
+        aw1 = r01 * klx + r11 * kly + r21 * klz
+        aw2 = r02 * klx + r12 * kly + r22 * klz
         # configuration-dependent integrals: S, P, I, H, and A_k = dI/d delta_k (= I1_k + 2 sum_l delta_l I2_kl)
         Sd0 = 0.0
         Sd1 = 0.0
@@ -474,9 +451,9 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         for k in range(m):
             dk = z[ds + k]
             ddk = zd[ds + k]
-            P[0, k] = body_Phibar[j, 0, k]
-            P[1, k] = body_Phibar[j, 1, k]
-            P[2, k] = body_Phibar[j, 2, k]
+            P[0, k] = Phibar_j[0, k]
+            P[1, k] = Phibar_j[1, k]
+            P[2, k] = Phibar_j[2, k]
             S0_ += P[0, k] * dk
             S1_ += P[1, k] * dk
             S2_ += P[2, k] * dk
@@ -487,38 +464,46 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                 for jj in range(i, 3):
                     bb = 0.0
                     for l in range(m):
-                        bb += body_I2[j, k, l, i, jj] * z[ds + l]
-                    Ak[k, i, jj] = body_I1[j, k, i, jj] + 2.0 * bb
+                        bb += I2_j[k, l, i, jj] * z[ds + l]
+                    Ak[k, i, jj] = I1_j[k, i, jj] + 2.0 * bb
                     Ak[k, jj, i] = Ak[k, i, jj]
             # I += delta_k (I1_k + B_k) = delta_k (A_k + I1_k) / 2
-            I00 += 0.5 * dk * (Ak[k, 0, 0] + body_I1[j, k, 0, 0])
-            I01 += 0.5 * dk * (Ak[k, 0, 1] + body_I1[j, k, 0, 1])
-            I02 += 0.5 * dk * (Ak[k, 0, 2] + body_I1[j, k, 0, 2])
-            I11 += 0.5 * dk * (Ak[k, 1, 1] + body_I1[j, k, 1, 1])
-            I12 += 0.5 * dk * (Ak[k, 1, 2] + body_I1[j, k, 1, 2])
-            I22 += 0.5 * dk * (Ak[k, 2, 2] + body_I1[j, k, 2, 2])
+            I00 += 0.5 * dk * (Ak[k, 0, 0] + I1_j[k, 0, 0])
+            I01 += 0.5 * dk * (Ak[k, 0, 1] + I1_j[k, 0, 1])
+            I02 += 0.5 * dk * (Ak[k, 0, 2] + I1_j[k, 0, 2])
+            I11 += 0.5 * dk * (Ak[k, 1, 1] + I1_j[k, 1, 1])
+            I12 += 0.5 * dk * (Ak[k, 1, 2] + I1_j[k, 1, 2])
+            I22 += 0.5 * dk * (Ak[k, 2, 2] + I1_j[k, 2, 2])
             for i in range(3):
-                h = body_H0[j, i, k]
+                h = H0_j[i, k]
                 for l in range(m):
-                    h += body_H1[j, l, k, i] * z[ds + l]
+                    h += H1_j[l, k, i] * z[ds + l]
                 Hm[i, k] = h
         sddx = 0.0
         if fs:
-            # foreshortening. fv[0] = Gbar delta, fv[1] = Gbar deltadot, fv[2, k] = d(a2 + a4)/d delta_k;
-            # fR[0, k, a] = sum_b C_kab delta_b e_b, fR[1, k, a] = sum_b delta_b C_kba e_a (e: the mode's plane
-            # axis), fR[2, l, k] = d h_l / d delta_k; F[k, a, l] = sum_b D_kalb delta_b; E = int mu g g^T;
-            # hc[k] = (h_k y, z; d c/d delta_k y, z)
-            # (G couples only modes of one bending plane: mode_plane[j, k] = [first, end) of k's plane's modes)
+            # Foreshortening (g = G delta, u = -delta^T G delta / 2; C_abk, D_abcd vanish unless a, b share a
+            # bending plane, and c, d likewise: pl_j[k] = [first, end) of the modes of k's plane; e_k: the plane's
+            # axis, y or z). With T_kl = sum_b delta_b C_kbl (C is symmetric in its first two indices):
+            #   h_k = sum_b T_kb delta_b e_b - q2_k e_k / 2,  d c/d delta_k = -sum_b T_kb delta_b e_b - q2_k e_k / 2,
+            #   q2_k = sum_a delta_a T_ak,  c = -sum_k delta_k q2_k e_k / 2,
+            #   Hdot deltadot = e_x x s, s = sum_b delta_b qdd_b e_b, qdd_b = sum_ak deltadot_a deltadot_k C_akb,
+            #   net H terms in F_delta_k: w . (e_x x x_k), x_k = 2 (sum_l deltadot_l T_kl e_l - sum_l deltadot_l T_lk e_k)
+            #   (dh_l/d delta_k is symmetric but for 2 (T_kl e_l - T_lk e_k));
+            #   Mdd += E, E_kl = sum_ab D_kalb delta_a delta_b = int mu g_k g_l, d a4/d delta_k = sum_l delta_l E_kl,
+            #   net Mdd terms in F_delta_k: F2_k = sum_b delta_b sum_ml D_kbml deltadot_m deltadot_l (of
+            #   Mdd_dot deltadot - 1/2 deltadot^T dMdd/d delta_k deltadot, two of the three contractions cancel).
+            # fv rows: 0 Gbar delta, 1 Gbar deltadot, 2 d(a2 + a4)/d delta, 4-5 x_k (y, z), 6 F2, 7 qdd.
             U = 0.0
             a24 = 0.0
             for k in range(m):
+                p0k, p1k = pl_j[k, 0], pl_j[k, 1]
                 gb = 0.0
                 gbd = 0.0
                 ge = 0.0
-                for l in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
-                    gb += fs_G[j, 0, k, l] * z[ds + l]
-                    gbd += fs_G[j, 0, k, l] * zd[ds + l]
-                    ge += fs_G[j, 1, k, l] * z[ds + l]
+                for l in range(p0k, p1k):
+                    gb += G_j[0, k, l] * z[ds + l]
+                    gbd += G_j[0, k, l] * zd[ds + l]
+                    ge += G_j[1, k, l] * z[ds + l]
                 dk = z[ds + k]
                 fv[0, k] = gb
                 fv[1, k] = gbd
@@ -527,73 +512,67 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                 a24 -= dk * ge
                 Sd0 -= gb * zd[ds + k]
                 sddx -= gbd * zd[ds + k]
-            for k in range(m):
-                for aa in range(m):
-                    fR[0, k, aa, 1] = 0.0
-                    fR[0, k, aa, 2] = 0.0
-                    fR[1, k, aa, 1] = 0.0
-                    fR[1, k, aa, 2] = 0.0
-            for k in range(m):
-                p0, p1 = mode_plane[j, k, 0], mode_plane[j, k, 1]
-                for aa in range(m):
-                    r2 = 0.0
-                    for bb_ in range(p0, p1):
-                        r2 += fs_C[j, k, bb_, aa] * z[ds + bb_]
-                    fR[1, k, aa, mode_axis[j, aa]] = r2
-                for aa in range(p0, p1):          # C_kab, D_kalb vanish unless a is in k's plane
-                    for bb_ in range(m):
-                        fR[0, k, aa, mode_axis[j, bb_]] += fs_C[j, k, aa, bb_] * z[ds + bb_]
-                    for l in range(m):
-                        f = 0.0
-                        for bb_ in range(mode_plane[j, l, 0], mode_plane[j, l, 1]):
-                            f += fs_D[j, k, aa, l, bb_] * z[ds + bb_]
-                        F[k, aa, l] = f
-            for k in range(m):           # E = int mu g g^T (symmetric) = sum_b delta_b F[k, b, a]
-                for aa in range(k, m):
-                    f = 0.0
-                    for bb_ in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
-                        f += z[ds + bb_] * F[k, bb_, aa]
-                    E[k, aa] = f
-                    E[aa, k] = f
+                f2 = 0.0
+                for l in range(m):
+                    t = 0.0
+                    qq = 0.0
+                    for bb_ in range(p0k, p1k):
+                        t += z[ds + bb_] * C_j[k, bb_, l]
+                        qq += zd[ds + bb_] * C_j[k, bb_, l]
+                    T[k, l] = t
+                    Td[k, l] = qq
+                    e = 0.0
+                    p0l, p1l = pl_j[l, 0], pl_j[l, 1]
+                    for aa in range(p0k, p1k):
+                        ea = 0.0
+                        fa = 0.0
+                        for bb_ in range(p0l, p1l):
+                            dv = D_j[k, aa, l, bb_]
+                            ea += dv * z[ds + bb_]
+                            fa += dv * zd[ds + bb_]
+                        e += z[ds + aa] * ea
+                        f2 += z[ds + aa] * fa * zd[ds + l]
+                    E[k, l] = e
+                fv[6, k] = f2
             cy = 0.0
             cz = 0.0
+            sy = 0.0
+            sz = 0.0
             for k in range(m):
                 dk = z[ds + k]
+                eyk = 1.0 if ax_j[k] == 1 else 0.0
+                q2 = 0.0
+                qdd = 0.0
                 q1y = 0.0
                 q1z = 0.0
-                q2y = 0.0
-                q2z = 0.0
-                da4 = 0.0                    # d a4 / d delta_k = -2 int mu u g_k = sum_a delta_a E[k, a]
-                for aa in range(m):
-                    da = z[ds + aa]
-                    q1y += da * fR[0, k, aa, 1]
-                    q1z += da * fR[0, k, aa, 2]
-                    q2y += da * fR[1, aa, k, 1]
-                    q2z += da * fR[1, aa, k, 2]
-                    fR[2, k, aa, 1] = fR[0, k, aa, 1] + fR[1, k, aa, 1] - fR[1, aa, k, 1]
-                    fR[2, k, aa, 2] = fR[0, k, aa, 2] + fR[1, k, aa, 2] - fR[1, aa, k, 2]
-                    da4 += da * E[k, aa]
+                uy = 0.0
+                uz = 0.0
+                vk = 0.0
+                da4 = 0.0
+                for l in range(m):
+                    eyl = 1.0 if ax_j[l] == 1 else 0.0
+                    dl = z[ds + l]
+                    ddl = zd[ds + l]
+                    q2 += dl * T[l, k]
+                    qdd += ddl * Td[l, k]
+                    q1y += T[k, l] * dl * eyl
+                    q1z += T[k, l] * dl * (1.0 - eyl)
+                    uy += ddl * T[k, l] * eyl
+                    uz += ddl * T[k, l] * (1.0 - eyl)
+                    vk += ddl * T[l, k]
+                    da4 += dl * E[k, l]
                 fv[2, k] += da4
                 a24 += 0.25 * dk * da4
-                cy -= 0.5 * dk * q2y
-                cz -= 0.5 * dk * q2z
-                hc[k, 0] = q1y - 0.5 * q2y
-                hc[k, 1] = q1z - 0.5 * q2z
-                hc[k, 2] = -q1y - 0.5 * q2y
-                hc[k, 3] = -q1z - 0.5 * q2z
-            # deltadot contractions of F (only the entries that do not vanish are read):
-            # W[k, l] = sum_mm F[k, l, mm] deltadot_mm (l in k's plane), V[mm, k] = sum_l deltadot_l F[mm, l, k]
-            for k in range(m):
-                for l in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
-                    w_ = 0.0
-                    for mm in range(m):
-                        w_ += F[k, l, mm] * zd[ds + mm]
-                    W[k, l] = w_
-                for mm in range(m):
-                    v_ = 0.0
-                    for l in range(mode_plane[j, mm, 0], mode_plane[j, mm, 1]):
-                        v_ += zd[ds + l] * F[mm, l, k]
-                    V[mm, k] = v_
+                cy -= 0.5 * dk * q2 * eyk
+                cz -= 0.5 * dk * q2 * (1.0 - eyk)
+                sy += dk * qdd * eyk
+                sz += dk * qdd * (1.0 - eyk)
+                hc[k, 0] = q1y - 0.5 * q2 * eyk
+                hc[k, 1] = q1z - 0.5 * q2 * (1.0 - eyk)
+                hc[k, 2] = -q1y - 0.5 * q2 * eyk
+                hc[k, 3] = -q1z - 0.5 * q2 * (1.0 - eyk)
+                fv[4, k] = 2.0 * (uy - vk * eyk)
+                fv[5, k] = 2.0 * (uz - vk * (1.0 - eyk))
             # S_x += U, I += (a2 + a4) diag(0,1,1) - (e_x c^T + c e_x^T), H_k += e_x x h_k,
             # P_k -= e_x (Gbar delta)_k, and the same in A_k
             S0_ += U
@@ -657,15 +636,12 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             dl = zd[ds + l]
             for k in range(m):
                 dk = zd[ds + k]
-                fL0 += dk * body_H1[j, k, l, 0] * dl
-                fL1 += dk * body_H1[j, k, l, 1] * dl
-                fL2 += dk * body_H1[j, k, l, 2] * dl
-        if fs:                        # e_x x sum_lk deltadot_k dh_lk deltadot_l, dh_lk = d h_l / d delta_k
-            for l in range(m):
-                dl = zd[ds + l]
-                for k in range(m):
-                    fL1 -= zd[ds + k] * fR[2, l, k, 2] * dl
-                    fL2 += zd[ds + k] * fR[2, l, k, 1] * dl
+                fL0 += dk * H1_j[k, l, 0] * dl
+                fL1 += dk * H1_j[k, l, 1] * dl
+                fL2 += dk * H1_j[k, l, 2] * dl
+        if fs:                        # Hdot deltadot = e_x x s (foreshortening)
+            fL1 -= sz
+            fL2 += sy
         for c in range(ncol):
             rhs[c] -= (A[0, c] * fp0 + A[1, c] * fp1 + A[2, c] * fp2
                        + A[3, c] * fL0 + A[4, c] * fL1 + A[5, c] * fL2)
@@ -681,12 +657,12 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             hk2 = 0.0
             for l in range(m):
                 dl = zd[ds + l]
-                hd0 += dl * body_H1[j, l, k, 0]      # Hdot_k
-                hd1 += dl * body_H1[j, l, k, 1]
-                hd2 += dl * body_H1[j, l, k, 2]
-                hk0 += dl * body_H1[j, k, l, 0]      # dH/d delta_k . deltadot
-                hk1 += dl * body_H1[j, k, l, 1]
-                hk2 += dl * body_H1[j, k, l, 2]
+                hd0 += dl * H1_j[l, k, 0]      # Hdot_k
+                hd1 += dl * H1_j[l, k, 1]
+                hd2 += dl * H1_j[l, k, 2]
+                hk0 += dl * H1_j[k, l, 0]      # dH/d delta_k . deltadot
+                hk1 += dl * H1_j[k, l, 1]
+                hk2 += dl * H1_j[k, l, 2]
             fd += hd0 * w0 + hd1 * w1 + hd2 * w2
             c0, c1, c2 = _cross(w0, w1, w2, P[0, k], P[1, k], P[2, k])
             dT = (v0 * c0 + v1 * c1 + v2 * c2
@@ -694,19 +670,8 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                            + w1 * (Ak[k, 1, 0] * w0 + Ak[k, 1, 1] * w1 + Ak[k, 1, 2] * w2)
                            + w2 * (Ak[k, 2, 0] * w0 + Ak[k, 2, 1] * w1 + Ak[k, 2, 2] * w2))
                   + w0 * hk0 + w1 * hk1 + w2 * hk2)
-            if fs:
-                gbd = fv[1, k]
-                fd -= v0 * gbd                          # Pdot_k^T v
-                dT -= v0 * gbd                          # v . (dP/d delta_k deltadot)
-                for l in range(m):
-                    dl = zd[ds + l]
-                    # Hdot_k = sum_l deltadot_l e_x x dh_kl;  dH_l/d delta_k deltadot_l = e_x x dh_lk
-                    fd += dl * (w2 * fR[2, k, l, 1] - w1 * fR[2, k, l, 2] + V[l, k])   # + Mdd_dot deltadot ...
-                    dT += dl * (w2 * fR[2, l, k, 1] - w1 * fR[2, l, k, 2])
-                for l in range(mode_plane[j, k, 0], mode_plane[j, k, 1]):
-                    dl = zd[ds + l]
-                    fd += dl * W[k, l]                  # ... sum_l,mm deltadot_l deltadot_mm (F_klmm + F_mmlk)
-                    dT += dl * W[l, k]                  # 1/2 deltadot^T dMdd/d delta_k deltadot
+            if fs:                    # net foreshortening terms: w . (e_x x x_k) + F2_k (see above)
+                fd += w2 * fv[4, k] - w1 * fv[5, k] + fv[6, k]
             rhs[ds + k] -= fd - dT
         if want_mass:
             # Y = M11 A with M11 = [[M 1, -[S]x], [[S]x, I]]
@@ -730,13 +695,35 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
                     J[c, ds + k] += (P[0, k] * A[0, c] + P[1, k] * A[1, c] + P[2, k] * A[2, c]
                                      + Hm[0, k] * A[3, c] + Hm[1, k] * A[4, c] + Hm[2, k] * A[5, c])
                 for l in range(k, m):
-                    J[ds + k, ds + l] += body_Mdd[j, k, l]
+                    J[ds + k, ds + l] += Mdd_j[k, l]
                     if fs:
                         J[ds + k, ds + l] += E[k, l]
     if want_mass:
         for r in range(N):
             for c in range(r):
                 J[r, c] = J[c, r]
+
+
+@kernel(**INTERNAL)
+def _store_frame(BR, Bkin, b, r00, r01, r02, r10, r11, r12, r20, r21, r22, vx, vy, vz, ox, oy, oz, ax, ay, az,
+                 lx, ly, lz):
+    """Body b's frame data for the body pass of dynamics_terms: rotation, and v, omega, a, alpha (world)."""
+    BR[b, 0, 0], BR[b, 0, 1], BR[b, 0, 2] = r00, r01, r02
+    BR[b, 1, 0], BR[b, 1, 1], BR[b, 1, 2] = r10, r11, r12
+    BR[b, 2, 0], BR[b, 2, 1], BR[b, 2, 2] = r20, r21, r22
+    Bkin[b, 0, 0], Bkin[b, 0, 1], Bkin[b, 0, 2] = vx, vy, vz
+    Bkin[b, 1, 0], Bkin[b, 1, 1], Bkin[b, 1, 2] = ox, oy, oz
+    Bkin[b, 2, 0], Bkin[b, 2, 1], Bkin[b, 2, 2] = ax, ay, az
+    Bkin[b, 3, 0], Bkin[b, 3, 1], Bkin[b, 3, 2] = lx, ly, lz
+
+
+@kernel(**INTERNAL)
+def _load_frame(BR, Bkin, b):
+    """The 21 scalars stored by _store_frame."""
+    return (BR[b, 0, 0], BR[b, 0, 1], BR[b, 0, 2], BR[b, 1, 0], BR[b, 1, 1], BR[b, 1, 2],
+            BR[b, 2, 0], BR[b, 2, 1], BR[b, 2, 2], Bkin[b, 0, 0], Bkin[b, 0, 1], Bkin[b, 0, 2],
+            Bkin[b, 1, 0], Bkin[b, 1, 1], Bkin[b, 1, 2], Bkin[b, 2, 0], Bkin[b, 2, 1], Bkin[b, 2, 2],
+            Bkin[b, 3, 0], Bkin[b, 3, 1], Bkin[b, 3, 2])
 
 
 @kernel(**INTERNAL)
@@ -1076,7 +1063,7 @@ def link_frames(d, z, RF, pL, RE, pE):
             for k in range(m):
                 for l in range(m):
                     rho0 -= 0.5 * z[ds + k] * d.fs_G[j, 2, k, l] * z[ds + l]
-        # elastic tip rotation Re = Rz(th2) Ry(th1) Rx(th0) (as _elastic_rotation), RE = RF Re
+        # elastic tip rotation Re = Rz(th2) Ry(th1) Rx(th0) (as in dynamics_terms), RE = RF Re
         cx, sx = np.cos(th0), np.sin(th0)
         cy, sy = np.cos(th1), np.sin(th1)
         cz, sz = np.cos(th2), np.sin(th2)
