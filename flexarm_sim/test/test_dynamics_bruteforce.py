@@ -15,7 +15,9 @@ integrals, recursive Jacobians and bias accelerations), with a different quadrat
 Geometric nonlinearity (on unless the arm file says `geometric_nonlinearity: false`): every point of a
 flexible link is pulled back along the link by u(eta) = -1/2 int_0^eta |w'(s)|^2 ds (the inextensible neutral
 axis, to second order). The brute force evaluates that integral itself, per point, with its own Gauss rule on
-[0, eta] from the mode shapes' slopes, and puts the points there; everything else follows as above.
+[0, eta] from the mode shapes' slopes, and puts the points there; everything else follows as above. The strain
+energy is that of the curvature of those points' line, kappa^2 = |r' x r''|^2 to fourth order, per bending
+plane: EI_z kappa_z^2 + EI_y kappa_y^2 with kappa_z = (r' x r'')_z, kappa_y = -(r' x r'')_y, r = (eta + u, w_y, w_z).
 """
 import numpy as np
 import pytest
@@ -246,7 +248,38 @@ class BruteForce:
                 curv = delta[k:k + n] @ strain
                 V = V + 0.5 * rig_ * (wq @ (curv * curv))
                 k += n
+            if self.spec.geometric_nonlinearity:
+                V = V + self._curvature_correction(j, js, delta)
         return V
+
+    def _curvature_correction(self, j, js, delta):
+        """1/2 int EI_p (kappa_p^2 - w_p''^2) over the bending planes, kappa from r' x r'' with r' = (1 + u', w'),
+        u' = -|w'|^2 / 2, r'' = (-w'.w'', w''), to fourth order in delta (complex-capable)."""
+        lm = self.model.link_modes[j]
+        eta, wq = self.quad[j]
+        k = 0
+        w1 = [0.0, 0.0]
+        w2 = [0.0, 0.0]
+        for plane, src in lm.sources:
+            n = src.n_modes
+            if plane != TORSION:
+                sc = lm.scale[k:k + n]
+                w1[plane] = w1[plane] + delta[k:k + n] @ (src.dw(eta) * sc[:, None])
+                w2[plane] = w2[plane] + delta[k:k + n] @ (src.d2w(eta) * sc[:, None])
+            k += n
+        wy1, wz1 = w1
+        wy2, wz2 = w2
+        up = -0.5 * (wy1 * wy1 + wz1 * wz1)                   # u'
+        upp = -(wy1 * wy2 + wz1 * wz2)                         # u''
+        # r' x r'' with r' = (1 + u', wy', wz'), r'' = (u'', wy'', wz'')
+        cz = (1 + up) * wy2 - wy1 * upp
+        cy = wz1 * upp - (1 + up) * wz2
+        # keep the fourth-order part of kappa^2 - w''^2 (the exact |r'|^-6 and fifth order drop out)
+        ez = cz * cz - wy2 * wy2
+        ey = cy * cy - wz2 * wz2
+        ez = ez - (up * up * wy2 * wy2 + wy1 * wy1 * upp * upp - 2 * up * wy2 * wy1 * upp)   # sixth order
+        ey = ey - (up * up * wz2 * wz2 + wz1 * wz1 * upp * upp - 2 * up * wz2 * wz1 * upp)
+        return 0.5 * (js.link.EI_z * (wq @ ez) + js.link.EI_y * (wq @ ey))
 
     def potential_force(self, z, h=1e-30):
         N = z.size

@@ -22,7 +22,7 @@ KernelData = namedtuple('KernelData', [
     'body_H1', 'body_Mdd', 'phi_tip', 'theta_tip', 'stiffness', 'damping',
     'payload_active', 'payload_mass', 'payload_S', 'payload_I0',
     'viscous', 'coulomb', 'coulomb_velocity', 'rotor_inertia',
-    'fs_active', 'fs_G', 'fs_C', 'fs_D', 'mode_axis', 'mode_plane', 'joint_stop',
+    'fs_active', 'fs_G', 'fs_C', 'fs_D', 'fs_K4', 'mode_axis', 'mode_plane', 'joint_stop',
 ])
 
 Workspace = namedtuple('Workspace', [
@@ -217,6 +217,7 @@ class ArmModel:
         body_active = np.zeros(n, dtype=np.bool_)
         fs_active = np.zeros(n, dtype=np.bool_)
         fs_G, fs_C, fs_D = zeros(n, 3, mmax, mmax), zeros(n, mmax, mmax, mmax), zeros(n, mmax, mmax, mmax, mmax)
+        fs_K4 = zeros(n, mmax, mmax, mmax, mmax)
         mode_axis = np.ones((n, mmax), dtype=np.int64)
         mode_plane = np.zeros((n, mmax, 2), dtype=np.int64)    # [first, end) of each mode's bending plane
         for j, js in enumerate(spec.joints):
@@ -252,6 +253,7 @@ class ArmModel:
                     fs_G[j, 2, :m, :m] = it.fs_Gtip
                     fs_C[j, :m, :m, :m] = it.fs_C
                     fs_D[j, :m, :m, :m, :m] = it.fs_D
+                    fs_K4[j, :m, :m, :m, :m] = it.fs_K4
                 zeta = js.link.damping_ratio
                 zeta = np.broadcast_to(zeta if zeta.size else np.zeros(1), (m,)) if zeta.size <= 1 else zeta
                 lm = modes[j]
@@ -278,7 +280,8 @@ class ArmModel:
             coulomb=np.array([js.coulomb for js in spec.joints]),
             coulomb_velocity=COULOMB_VELOCITY,
             rotor_inertia=np.array([js.reflected_rotor_inertia for js in spec.joints]),
-            fs_active=fs_active, fs_G=fs_G, fs_C=fs_C, fs_D=fs_D, mode_axis=mode_axis, mode_plane=mode_plane,
+            fs_active=fs_active, fs_G=fs_G, fs_C=fs_C, fs_D=fs_D, fs_K4=fs_K4, mode_axis=mode_axis,
+            mode_plane=mode_plane,
             joint_stop=np.zeros((n, 4)),
         )
         data = data._replace(joint_stop=joint_stops(spec, data))

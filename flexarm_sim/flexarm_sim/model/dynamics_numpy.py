@@ -223,6 +223,8 @@ def mass_matrix_and_rhs(d, z, zd, tau, want_mass=True):
         # elastic and damping forces, joint torque, friction, rotor inertia
         if m:
             rhs[cols] -= d.stiffness[j, :m, :m] @ delta + d.damping[j, :m, :m] @ deltad
+            if d.fs_active[j]:                                   # quartic curvature energy 1/2 K4 . delta^4
+                rhs[cols] -= 2.0 * np.einsum('kbce,b,c,e->k', d.fs_K4[j, :m, :m, :m, :m], delta, delta, delta)
         rhs[qj] += tau[j] - d.viscous[j] * qd - d.coulomb[j] * np.tanh(qd / d.coulomb_velocity)
         lo, hi, ks, cs = d.joint_stop[j]
         if ks > 0 and z[qj] > hi:                                      # hard stops (kernels.stop_torque)

@@ -132,6 +132,7 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
     fs_G = d.fs_G
     fs_C = d.fs_C
     fs_D = d.fs_D
+    fs_K4 = d.fs_K4
     mode_axis = d.mode_axis
     mode_plane = d.mode_plane
     stiffness = d.stiffness
@@ -373,12 +374,14 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         t00, t01, t02 = E00, E01 * ca + E02 * sa, -E01 * sa + E02 * ca
         t10, t11, t12 = E10, E11 * ca + E12 * sa, -E11 * sa + E12 * ca
         t20, t21, t22 = E20, E21 * ca + E22 * sa, -E21 * sa + E22 * ca
-        # elastic and damping forces of link j
+        # elastic and damping forces of link j (with the curvature's quartic energy 1/2 K4 . delta^4)
         for k in range(m):
             s = 0.0
             for l in range(m):
                 s += stiffness[j, k, l] * z[ds + l] + damping[j, k, l] * zd[ds + l]
             rhs[ds + k] -= s
+        if fs:
+            _quartic_force(fs_K4[j], z, ds, m, rhs)
         # joint torque, friction, hard stops at the position limits; reflected rotor inertia on the diagonal
         rhs[qj] += tau[j] - viscous[j] * qd - coulomb[j] * np.tanh(qd / vc) + stop_torque(stop, j, z[qj], qd)
         if want_mass:
@@ -705,6 +708,25 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
 
 
 @kernel(**INTERNAL)
+def _quartic_force(K4, z, ds, m, rhs):
+    """rhs[ds + k] -= dV4/d delta_k = 2 sum_bcd K4_kbcd delta_b delta_c delta_d (K4 symmetric). Returns V4."""
+    V4 = 0.0
+    for k in range(m):
+        g = 0.0
+        for b in range(m):
+            t = 0.0
+            for c in range(m):
+                u = 0.0
+                for e in range(m):
+                    u += K4[k, b, c, e] * z[ds + e]
+                t += u * z[ds + c]
+            g += t * z[ds + b]
+        rhs[ds + k] -= 2.0 * g
+        V4 += 0.5 * g * z[ds + k]
+    return V4
+
+
+@kernel(**INTERNAL)
 def _store_frame(BR, Bkin, b, r00, r01, r02, r10, r11, r12, r20, r21, r22, vx, vy, vz, ox, oy, oz, ax, ay, az,
                  lx, ly, lz):
     """Body b's frame data for the body pass of dynamics_terms: rotation, and v, omega, a, alpha (world)."""
@@ -912,6 +934,9 @@ def rk4_step(d, ws, z, zd, tau, dt, substeps):
     acc = ws.VN[5]
     dz = ws.VN[6]
     dv = ws.VN[7]
+    J = ws.NN[0]
+    L = ws.NN[1]
+    rhs = ws.VN[0]
     for _ in range(substeps):
         for i in range(N):
             z0[i] = z[i]
@@ -921,7 +946,7 @@ def rk4_step(d, ws, z, zd, tau, dt, substeps):
             dz[i] = 0.0
             dv[i] = 0.0
         for stage in range(4):
-            if not forward_dynamics(d, ws, zs, vs, tau, acc):
+            if not (call_dynamics_terms(d, ws, zs, vs, tau, J, rhs, True) and cholesky_solve(J, rhs, N, L, acc)):
                 return False
             w = 1.0 if stage == 0 or stage == 3 else 2.0
             c = h if stage == 2 else 0.5 * h
@@ -1091,10 +1116,15 @@ def potential_energies(d, z, RF, pL, RE, pE):
         m = d.n_modes[j]
         elastic += stop_energy(d.joint_stop, j, z[d.q_index[j]])
         U = 0.0
-        if d.fs_active[j]:             # S_x += int mu u = -1/2 delta^T Gbar delta
+        if d.fs_active[j]:             # S_x += int mu u = -1/2 delta^T Gbar delta; the curvature's V4
             for k in range(m):
                 for l in range(m):
                     U -= 0.5 * z[ds + k] * d.fs_G[j, 0, k, l] * z[ds + l]
+            for k in range(m):
+                for b in range(m):
+                    for c in range(m):
+                        for e in range(m):
+                            elastic += 0.5 * d.fs_K4[j, k, b, c, e] * z[ds + k] * z[ds + b] * z[ds + c] * z[ds + e]
         for k in range(m):
             for l in range(m):
                 elastic += 0.5 * z[ds + k] * d.stiffness[j, k, l] * z[ds + l]

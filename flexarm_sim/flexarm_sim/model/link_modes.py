@@ -30,6 +30,15 @@ integrals (fs_*)
 
 from which kernels.py assembles S, I, H and the modal mass as polynomials in delta (degrees 2, 4, 3, 2).
 This is the classic geometric (centrifugal) stiffening of rotating beams (Kane, Ryan & Banerjee 1987).
+The same inextensible kinematics bend the centre line with the curvature of r = (eta + u, w_y, w_z):
+kappa^2 = |r' x r''|^2 / |r'|^6, to fourth order in the bending plane p (y: EI_z, z: EI_y)
+
+    kappa_p^2 = w_p''^2 (1 - |w'|^2) + 2 w_p'' w_p' (w' . w'')     (planar: w''^2 (1 + w'^2)),
+
+so the strain energy 1/2 int EI_p kappa_p^2 adds the quartic V4 = 1/2 sum K4_abcd delta_a delta_b delta_c delta_d
+(fs_K4, symmetrised): the geometric (curvature) stiffening of large bending, of the same order as the
+foreshortening's inertial terms (Crespo da Silva & Glynn 1978; the rest of the curvature, about the link
+axis, belongs to torsion and is not modelled). Both vanish in the linearization about rest.
 
 Modes come from the clamped-mass eigenproblem (De Luca & Siciliano) with the tip mass and rotary
 inertia of everything outboard at the nominal configuration, or clamped-free. They are scaled so that
@@ -191,6 +200,7 @@ class ModalIntegrals:
     fs_Gtip: np.ndarray = None   # (m,m) G(l)
     fs_C: np.ndarray = None      # (m,m,m) int mu G_ab w_k (w_k: the mode's transverse shape)
     fs_D: np.ndarray = None      # (m,m,m,m) int mu G_ab G_cd
+    fs_K4: np.ndarray = None     # (m,m,m,m) symmetrised quartic strain energy of the curvature, see above
 
 
 def link_integrals(link, modes: LinkModes) -> ModalIntegrals:
@@ -242,7 +252,32 @@ def link_integrals(link, modes: LinkModes) -> ModalIntegrals:
         phi_tip = np.zeros((3, 0))
         theta_tip = np.zeros((3, 0))
     fs = foreshortening_integrals(modes, mu, eta, wq)
-    return ModalIntegrals(mass, S0, I0, Phibar, H0, I1, I2, H1, Mdd, stiffness, phi_tip, theta_tip, *fs)
+    K4 = curvature_quartic(modes, link, eta, wq)
+    return ModalIntegrals(mass, S0, I0, Phibar, H0, I1, I2, H1, Mdd, stiffness, phi_tip, theta_tip, *fs, K4)
+
+
+def curvature_quartic(modes: LinkModes, link, eta, wq):
+    """K4 (m,m,m,m), fully symmetric: V4 = 1/2 K4 . delta^4 is the fourth-order strain energy of the bending
+    curvature, sum over the bending planes p of 1/2 int EI_p (kappa_p^2 - w_p''^2) (module docstring)."""
+    from itertools import permutations
+    m = modes.n_modes
+    if m == 0 or modes.length <= 0:
+        return np.zeros((m, m, m, m))
+    d1 = modes.slope(eta)                            # (m, 3, q) phi'
+    d2 = np.zeros_like(d1)                           # phi''
+    w2 = modes._eval(eta, 2)
+    for k, plane in enumerate(modes.planes):
+        if plane == IN_PLANE:
+            d2[k, 1] = w2[k]
+        elif plane == OUT_OF_PLANE:
+            d2[k, 2] = w2[k]
+    EI = np.array([0.0, link.EI_z, link.EI_y])       # per displacement component y, z
+    dot11 = np.einsum('aiq,biq->abq', d1, d1)        # phi_a' . phi_b'
+    dot12 = np.einsum('aiq,biq->abq', d1, d2)        # phi_a' . phi_b''
+    # 1/2 sum_p EI_p [2 w_p'' w_p' (w'.w'') - w_p''^2 |w'|^2] = 1/2 sum_abcd delta^4 K_abcd
+    K = (2.0 * np.einsum('q,i,aiq,biq,cdq->abcd', wq, EI, d2, d1, dot12)
+         - np.einsum('q,i,aiq,biq,cdq->abcd', wq, EI, d2, d2, dot11))
+    return sum(K.transpose(p) for p in permutations(range(4))) / 24.0
 
 
 def cumulative_slope_products(modes: LinkModes, nodes, n_segments: int = N_SEGMENTS, n_points: int = N_POINTS):
