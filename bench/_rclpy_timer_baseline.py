@@ -10,7 +10,6 @@ import rclpy
 from sensor_msgs.msg import JointState
 
 from flexarm_sim.model import kernels, load_model
-from flexarm_sim.plant import messages
 
 rate, duration, arm = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 model = load_model(arm)
@@ -28,7 +27,10 @@ def tick():
     t0 = time.perf_counter()
     starts.append(time.monotonic())
     kernels.rk4_step(model.data, ws, z, zd, tau, 1.0 / rate, 1)
-    pub.publish(messages.joint_state(names, z[model.q_index], zd[model.q_index], tau, node.get_clock().now().nanoseconds))
+    msg = JointState(name=names, position=z[model.q_index].tolist(), velocity=zd[model.q_index].tolist(),
+                     effort=tau.tolist())
+    msg.header.stamp = node.get_clock().now().to_msg()
+    pub.publish(msg)
     compute.append(time.perf_counter() - t0)
 
 

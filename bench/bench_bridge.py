@@ -4,6 +4,11 @@ The emulator runs in a separate process (no shared GIL), like real servos. A pty
 rate: the figures are SDK + Python + pty costs, not RS-485 wire time. On a real bus add per cycle
 about 10 bits x bytes / baud (sync read of n servos: 14 + n x 32 bytes; sync write: 14 + n x 3
 bytes), each servo's Return Delay Time, and the USB adapter's latency timer (set it to 1 ms).
+
+Then recovery with the shipped defaults (SDK reply timeout, 3 failed reads -> fault, back-off 0.1 s
+doubling to 1 s): cold starts (emulator and bridge started together, the bridge's first request 0 to
+1.2 s later), and the time from the servos answering again to the bridge connected after each kind of
+outage (target: within 2 s).
 """
 import os
 import subprocess
@@ -60,6 +65,74 @@ def run(n, baud, seconds=1.5):
         proc.wait(5)
 
 
+def recovery():
+    sys.path.insert(0, os.path.join(ROOT, 'test'))
+    import signal
+    import tempfile
+    from bridge_harness import BridgeLoop, EmulatorProcess
+    from flexarm_control.bridge.config import flatten
+    from flexarm_control.bridge.core import FAULT
+
+    def core_for(link):
+        flat = flatten({'port': link, 'joint_names': ['a', 'b'],
+                        'joints': {'a': {'servo_id': 1}, 'b': {'servo_id': 2}}})
+        cfg = BridgeConfig.from_mapping(flat)
+        return BridgeCore(cfg, ServoBus(cfg.bus_config()))
+
+    work = tempfile.mkdtemp(prefix='bench_bridge_')
+    link = os.path.join(work, 'tty')
+    times, failed = [], 0
+    for k in range(20):
+        emu = EmulatorProcess(link)
+        try:
+            time.sleep((0.0, 0.3, 0.6, 1.2)[k % 4])
+            t0 = time.monotonic()
+            loop = BridgeLoop(core_for(link))
+            try:
+                times.append(loop.wait_state(DISABLED, 30.0) - t0)
+                failed += loop.core.failed_attempts_total
+            except AssertionError:
+                pass
+            loop.stop()
+        finally:
+            emu.stop_process()
+    print(f'cold starts: {len(times)}/20 connected (target 20/20), time to connect median '
+          f'{1e3 * np.median(times):.0f} ms, max {1e3 * max(times):.0f} ms, {failed} failed attempts')
+    print(f'{"outage":>8} {"length s":>8} {"fault":>36} {"reconnect s":>11} {"target s":>8}')
+    for kind in ('silent', 'stalled', 'port', 'restart'):
+        for length in (1.5, 5.0):
+            emu = EmulatorProcess(link)
+            loop = BridgeLoop(core_for(link), command=[0.0, 0.0])
+            try:
+                loop.wait_state(DISABLED, 30.0)
+                if kind == 'silent':
+                    emu.command('silent 1')
+                elif kind == 'stalled':
+                    os.kill(emu.proc.pid, signal.SIGSTOP)
+                elif kind == 'port':
+                    emu.command('close')
+                else:
+                    emu.stop_process()
+                loop.wait_state(FAULT, 30.0)
+                time.sleep(length)
+                if kind == 'silent':
+                    emu.command('silent 0')
+                elif kind == 'stalled':
+                    os.kill(emu.proc.pid, signal.SIGCONT)
+                elif kind == 'port':
+                    emu.command('reopen')
+                else:
+                    emu = EmulatorProcess(link)
+                t_back = time.monotonic()
+                dt = loop.wait_state(DISABLED, 30.0, after=t_back) - t_back
+                print(f'{kind:>8} {length:>8.1f} {loop.core.last_fault[:36]:>36} {dt:>11.3f} {2.0:>8.1f}')
+            finally:
+                loop.stop()
+                if emu.proc.poll() is None:
+                    os.kill(emu.proc.pid, signal.SIGCONT)
+                    emu.stop_process()
+
+
 def main():
     print(__doc__.split('\n\n')[0])
     print(f'{"servos":>6} {"baud":>8} {"rate Hz":>8} {"mean ms":>8} {"p99 ms":>7} {"max ms":>7} {"CPU ms/cycle":>12} {"failures":>8}')
@@ -69,6 +142,8 @@ def main():
             print(f'{n:>6} {baud:>8} {1 / wall.mean():>8.0f} {1e3 * wall.mean():>8.2f} {1e3 * np.percentile(wall, 99):>7.2f} '
                   f'{1e3 * wall.max():>7.2f} {1e3 * cpu.mean():>12.3f} {fails:>8}')
     print('(pty: the baud rate is nominal; see the docstring for the real-bus wire time)')
+    print()
+    recovery()
 
 
 if __name__ == '__main__':

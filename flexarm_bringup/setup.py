@@ -32,7 +32,7 @@ setup(
     entry_points={
         'console_scripts': [
             'flexarm = flexarm_bringup.cli:main',
-            'flex_joint_states = flexarm_bringup.flex_joint_states:main',
+            'flex_joint_states = flexarm_bringup.entry:flex_joint_states',
         ],
     },
 )

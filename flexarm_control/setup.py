@@ -18,10 +18,10 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'pd_servo = flexarm_control.nodes.controller_node:main_pd_servo',
-            'modal = flexarm_control.nodes.controller_node:main_modal',
-            'computed_torque = flexarm_control.nodes.controller_node:main_computed_torque',
-            'hardware_bridge = flexarm_control.bridge.node:main',
+            'pd_servo = flexarm_control.entry:pd_servo',
+            'modal = flexarm_control.entry:modal',
+            'computed_torque = flexarm_control.entry:computed_torque',
+            'hardware_bridge = flexarm_control.entry:hardware_bridge',
             'dxl_emulator = flexarm_control.bridge.emulator:main',
         ],
     },

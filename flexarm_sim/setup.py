@@ -18,7 +18,8 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'plant = flexarm_sim.plant.node:main',
+            'plant = flexarm_sim.entry:plant',
+            'precompile = flexarm_sim.entry:precompile',
         ],
     },
 )

@@ -88,4 +88,17 @@ else
         --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python"
     echo "$src_hash" > "$BUILD_OK"
 fi
+
+# --- 6. numba kernels: compiled once here, loaded from .cache/numba by every node and test -------------
+# (numba keys its cache on the kernels' source files; a node that finds no cache compiles them itself, under a
+# machine-wide lock so processes starting together compile them once)
+kern_stamp="$src_hash|$ROOT"
+if [ "$(cat "$STAMP_DIR/precompiled" 2>/dev/null)" != "$kern_stamp" ] || [ ! -d "$ROOT/.cache/numba" ]; then
+    say "compiling the numba kernels (once per install)"
+    rm -f "$STAMP_DIR/precompiled"
+    t0=$(date +%s)
+    run bash -c ". '$ROOT/env.sh' && '$ROOT/install/flexarm_sim/lib/flexarm_sim/precompile'"
+    say "numba kernels ready ($(( $(date +%s) - t0 )) s)"
+    echo "$kern_stamp" > "$STAMP_DIR/precompiled"
+fi
 say "done. Use it with:  . ./env.sh"

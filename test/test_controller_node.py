@@ -24,9 +24,10 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
         monkeypatch.setenv(k, ros_env[k])
     import rclpy
     from flexarm_msgs.msg import FlexState, JointEffortCommand, LinkDeflection
+    from diagnostic_msgs.msg import DiagnosticArray
     from std_msgs.msg import Float64MultiArray
 
-    proc = spawn(['-m', 'flexarm_control.nodes.controller_node', 'pd_servo', '--ros-args', '-p', f'arm:={ARM}',
+    proc = spawn(['-m', 'flexarm_control.entry', 'pd_servo', '--ros-args', '-p', f'arm:={ARM}',
                   '-p', 'rate:=200.0', '-p', 'state_timeout:=0.2', '-p', 'lockstep:=true', '-p',
                   'default_move:=true'])
     rclpy.init()
@@ -54,11 +55,23 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
         c = [c for c in stamped if c.step == 31][0]
         assert len(c.effort) == 2 and all(math.isfinite(x) for x in c.effort)
         assert c.effort[0] > 0.0          # the default move pushes the shoulder towards +60 deg
-        # a non-finite state gives zero torque (and a fault), never a non-finite command
+        # states that do not fit are refused (counted in /diagnostics), never answered with a non-finite command
+        diags = []
+        node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
         bad = state(40, [float('nan'), 0.0])
         pub.publish(bad)
-        assert _spin_until(rclpy, node, lambda: any(c.step == 41 for c in stamped), 10.0)
-        assert list([c for c in stamped if c.step == 41][0].effort) == [0.0, 0.0]
+        other = state(41, [0.0, 0.0])
+        other.arm_id = 'spatial_3r:0123456789ab'
+        pub.publish(other)
+        pub.publish(state(42, [0.0, 0.0]))
+        assert _spin_until(rclpy, node, lambda: any(c.step == 43 for c in stamped), 10.0)
+        assert not any(c.step in (41, 42) for c in stamped)
+
+        def rejected():
+            vals = [{kv.key: kv.value for kv in st.values} for d in diags for st in d.status
+                    if st.name == 'flexarm_control/pd_servo']
+            return vals and int(vals[-1]['states_rejected']) >= 2
+        assert _spin_until(rclpy, node, rejected, 10.0)
         # stop publishing state: commands stop within the timeout
         _spin_until(rclpy, node, lambda: False, 0.5)
         n = len(cmds)

@@ -34,7 +34,7 @@ def test_flex_joint_states_node(spawn, ros_env):
 
     from flexarm_bringup.urdf_gen import FlexJointMap
 
-    node_proc = spawn(['-m', 'flexarm_bringup.flex_joint_states', '--ros-args',
+    node_proc = spawn(['-m', 'flexarm_bringup.entry', '--ros-args',
                        '-p', 'arm:=deluca_two_link', '-p', f'segments:={K}'])
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=int(ros_env['ROS_DOMAIN_ID']))

@@ -3,10 +3,14 @@ import math
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plant_harness import Client, finite_state, start_plant, stop, write_params  # noqa: E402
+from plant_harness import ARMS, Client, finite_state, start_plant, stop, write_params  # noqa: E402
+
+from flexarm_sim.model import load_model  # noqa: E402
+from flexarm_sim.plant.engine import PlantCore, initial_state  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -84,24 +88,41 @@ def test_reset_pause_and_runtime_parameters(spawn, tmp_path, client_for):
     c = client_for(plant)
     c.wait_started()
     c.spin_until(lambda: c.states[-1].step > 200)
+
+    def first_state_after_reset(n0):
+        """The first state integrated from the reset (states of before it may still be in flight)."""
+        c.spin_until(lambda: any(m.step < 50 for m in c.states[n0:]), what='a state after the reset')
+        return next(m for m in c.states[n0:] if m.step < 50)
+
+    def expected(position, modal_position, steps):
+        """The state after `steps` zero-torque steps from rest at the given state (in-process, same core)."""
+        core = PlantCore(model, 1e-3)
+        z, zd = initial_state(model, position, [], modal_position, [])
+        core.reset(z, zd)
+        for _ in range(steps):
+            assert core.advance(np.zeros(2))
+        return core.z[model.q_index]
+    model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+    n0 = len(c.states)
     r = c.call(SetState, '/flexarm/reset', SetState.Request(to_initial=False, position=[0.5, 0.25],
                                                             modal_position=[0.01, 0.0, 0.0, 0.0]))
     assert r.success, r.message
-    n0 = len(c.states)
-    c.spin_until(lambda: len(c.states) > n0 + 2)
-    after = [m for m in c.states[n0:] if m.step < 50]
-    assert after, 'no state after the reset with a small step count'
-    assert after[0].position[0] == pytest.approx(0.5, abs=1e-3) and after[0].position[1] == pytest.approx(0.25, abs=1e-3)
+    m = first_state_after_reset(n0)
+    assert np.allclose(m.position, expected([0.5, 0.25], [0.01, 0.0, 0.0, 0.0], m.step), atol=1e-12, rtol=0)
     bad = c.call(SetState, '/flexarm/reset', SetState.Request(position=[1.0, 2.0, 3.0]))
     assert not bad.success and 'position' in bad.message
     bad = c.call(SetState, '/flexarm/reset', SetState.Request(velocity=[math.nan, 0.0]))
     assert not bad.success and 'non-finite' in bad.message
+    bad = c.call(SetState, '/flexarm/reset', SetState.Request(position=[100.0, 0.0]))     # beyond the joint limit
+    assert not bad.success and 'limits' in bad.message and 'shoulder' in bad.message
+    bad = c.call(SetState, '/flexarm/reset', SetState.Request(position=[0.0, 0.0], velocity=[1e308, 0.0]))
+    assert not bad.success and 'max_abs_velocity' in bad.message
+    c.spin_until(lambda: c.states[-1].step > 100)         # the segment's own small steps are behind us
+    n0 = len(c.states)
     r = c.call(SetState, '/flexarm/reset', SetState.Request(to_initial=True))
     assert r.success
-    n0 = len(c.states)
-    c.spin_until(lambda: len(c.states) > n0 + 2)
-    first = next(m for m in c.states[n0:] if m.step < 50)
-    assert first.position[0] == pytest.approx(0.3, abs=1e-3)
+    m = first_state_after_reset(n0)
+    assert np.allclose(m.position, expected([0.3, -0.2], [], m.step), atol=1e-12, rtol=0)
     # pause: the step counter stops, resume: it moves again
     assert c.call(SetBool, '/flexarm/pause', SetBool.Request(data=True)).success
     c.wait_diag(lambda d: d['paused'] == 'True')

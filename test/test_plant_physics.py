@@ -16,7 +16,9 @@ def _t(m):
     return m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
 
 
-def _lockstep_run(spawn, tmp_path, ros_env, n_steps):
+def _lockstep_run(spawn, tmp_path, ros_env, n_control):
+    """n_control control periods of a lock-step plant (1 kHz steps, 500 Hz control: commands held 2 steps)."""
+    n_steps = 2 * n_control
     from flexarm_msgs.msg import JointEffortCommand
     plant = start_plant(spawn, tmp_path, arm='deluca_two_link', time_mode='lockstep',
                         **{'initial.position': [0.2, -0.1]})
@@ -39,9 +41,9 @@ def _lockstep_run(spawn, tmp_path, ros_env, n_steps):
         c.on_state = control
         for m in c.states:
             control(m)
-        c.spin_until(lambda: len(traj) >= n_steps, 60.0, f'{n_steps} lockstep steps')
+        c.spin_until(lambda: len(traj) >= n_control, 60.0, f'{n_control} lockstep control periods')
         d = c.wait_diag(lambda d: True)
-        assert d['time_mode'] == 'lockstep'
+        assert d['time_mode'] == 'lockstep' and d['control_period_steps'] == '2'
         return traj
     finally:
         c.close()
@@ -51,9 +53,9 @@ def _lockstep_run(spawn, tmp_path, ros_env, n_steps):
 def test_lockstep_runs_are_identical(spawn, tmp_path, ros_env):
     a = _lockstep_run(spawn, tmp_path, ros_env, 300)
     b = _lockstep_run(spawn, tmp_path, ros_env, 300)
-    assert sorted(a) == list(range(300))
+    assert sorted(a) == list(range(0, 600, 2))           # a state per control period (2 steps)
     assert a == b                                        # bit for bit
-    assert a[299][0] != a[0][0]                          # and it did move
+    assert a[598][0] != a[0][0]                          # and it did move
 
 
 def test_simtime_clock_is_monotonic(spawn, tmp_path, ros_env):

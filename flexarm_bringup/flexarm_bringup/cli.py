@@ -4,14 +4,17 @@ Subcommands are registered by small modules (one job each); this file only dispa
   flexarm run    simulate an arm under a controller (ROS 2 nodes), summary/plot/recording (runner.py)
   flexarm modes  link and whole-arm natural frequencies (modes_cmd.py)
   flexarm urdf   URDF with virtual joints for the flexible links (urdf_cmd.py)
+SIGINT/SIGTERM end any subcommand with 130/143 and no traceback (interrupt.py): the handlers are installed before
+the subcommand modules (numpy, rclpy, numba) are imported.
 """
 import argparse
 import sys
 
-from flexarm_bringup import modes_cmd, runner, urdf_cmd
+from flexarm_bringup import interrupt
 
 
 def build_parser():
+    from flexarm_bringup import modes_cmd, runner, urdf_cmd     # after the signal handlers (module docstring)
     parser = argparse.ArgumentParser(prog='flexarm', description='flexarm: flexible-link robot arm simulator')
     sub = parser.add_subparsers(dest='command', required=True)
     runner.add_parser(sub)
@@ -21,8 +24,13 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    return args.func(args) or 0
+    interrupt.install()
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args) or 0
+    except interrupt.Interrupted as e:
+        print(f'flexarm: interrupted ({e.name})', file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == '__main__':

@@ -5,119 +5,83 @@ by virtual joints; this node computes their angles from the links' modal coordin
 mode section rotations at the cell ends, FlexJointMap) so robot_state_publisher + rviz's RobotModel show
 the bending arm. Angular rates of the virtual joints come from the modal rates the same way.
 
-Parameters (read-only): `arm` (YAML path or name of a file in config/arms; must be the plant's arm),
-`segments` (K, must equal the URDF's; default 8).
-Topics: subscribes `/flexarm/state`; publishes `joint_states` (sensor_msgs/JointState, reliable). The
+Parameters (read-only, TABLE): `arm` (name of a shipped arm or a YAML path; must be the plant's: states of
+another arm are refused), `segments` (K, must equal the URDF's; default 8).
+Topics: subscribes `/flexarm/state` (decoded by flexarm_sim.ros.flexstate, one tolerance rule: states that do not
+fit the arm are dropped with a throttled warning); publishes `joint_states` (sensor_msgs/JointState, reliable). The
 plant publishes /joint_states with the real joints for the controllers; to keep that topic clean,
-view.launch.py remaps this node's output and robot_state_publisher's input to
-/flexarm/urdf_joint_states.
-
-Messages whose links do not match the arm (unknown link, wrong number of modal coordinates) are dropped
-with a throttled warning.
+view.launch.py remaps this node's output and robot_state_publisher's input to /flexarm/urdf_joint_states.
 """
 from __future__ import annotations
 
 import sys
 
-import numpy as np
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
 
-from flexarm_bringup.urdf_gen import FlexJointMap, resolve_arm
+from flexarm_msgs.msg import FlexState
+from flexarm_sim.arms import arm_id, resolve_arm
+from flexarm_sim.common.params import Param, ParamTable, integer, string
+from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.ros.flexstate import decode_state
+from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
+
+from .urdf_gen import FlexJointMap
+
+TABLE = ParamTable('flex_joint_states', {
+    'arm': Param('deluca_two_link', string(), 'arm description (name of a shipped arm or a YAML path): the plant\'s'),
+    'segments': Param(8, integer(lo=0, hi=100), 'rigid cells per flexible link: the URDF\'s -K'),
+})
 
 
 class FlexJointStateMapper:
-    """FlexState -> (names, positions, velocities) for the URDF's movable joints (no ROS here)."""
+    """FlexState -> (positions, velocities) of the URDF's movable joints, in `joint_names` order (no ROS here)."""
 
     def __init__(self, arm, segments=8):
-        self.map = FlexJointMap(resolve_arm(arm) if isinstance(arm, str) else arm, segments)
-        spec = self.map.model.spec
+        path = resolve_arm(arm) if isinstance(arm, str) else None
+        self.map = FlexJointMap(path or arm, segments)
+        model = self.map.model
+        self.layout = ArmLayout.of(model, arm_id(path, model.spec.name) if path else '')
         self.joint_names = list(self.map.joint_names)
         self.real_names = list(self.map.real_names)
-        self.link_names = [js.name + '_link' for js in spec.joints]
-        self.n_modes = list(self.map.n_modes)
 
     def convert(self, msg):
-        """(positions, velocities) arrays in self.joint_names order; ValueError if msg does not fit."""
-        index = {n: i for i, n in enumerate(msg.joint_names)}
+        """(positions, velocities) arrays; ValueError if msg does not fit the arm (codec's rule)."""
+        st = decode_state(msg, self.layout)
+        if not st.has_modes and self.layout.n_modes:
+            raise ValueError('state without modal coordinates (joints only): the links cannot be drawn')
+        return self.map.positions_from_z(st.z), self.map.positions_from_z(st.zd)
+
+
+class FlexJointStates(Node):
+    def __init__(self, **kw):
+        super().__init__('flex_joint_states', **kw)
+        warn_unmatched_params_files(self)
+        self.params = NodeParams(self, TABLE)
+        self.mapper = FlexJointStateMapper(self.params['arm'], self.params['segments'])
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.pub = self.create_publisher(JointState, 'joint_states', qos)
+        self.create_subscription(FlexState, '/flexarm/state', self.on_state, qos)
+        self.dropped = 0
+        self.get_logger().info(f'arm {self.mapper.layout.arm_name}, K = {self.params["segments"]}: '
+                               f'{len(self.mapper.joint_names)} joints ({len(self.mapper.real_names)} real)')
+
+    def on_state(self, msg):
         try:
-            idx = [index[n] for n in self.real_names]
-        except KeyError as e:
-            raise ValueError(f'joint {e.args[0]!r} missing from the state') from None
-        pos = np.asarray(msg.position, float)
-        vel = np.asarray(msg.velocity, float)
-        q = pos[idx] if pos.size == len(msg.joint_names) else None
-        if q is None:
-            raise ValueError('position has a different length than joint_names')
-        qd = vel[idx] if vel.size == len(msg.joint_names) else np.zeros(len(idx))
-        links = {lk.link_name: lk for lk in msg.links}
-        deltas, rates = [], []
-        for name, m in zip(self.link_names, self.n_modes):
-            if m == 0:
-                deltas.append(np.zeros(0))
-                rates.append(np.zeros(0))
-                continue
-            lk = links.get(name)
-            if lk is None:
-                raise ValueError(f'link {name!r} missing from the state')
-            d = np.asarray(lk.modal_position, float)
-            if d.size != m:
-                raise ValueError(f'link {name!r}: {d.size} modal coordinates, the arm has {m}')
-            r = np.asarray(lk.modal_velocity, float)
-            deltas.append(d)
-            rates.append(r if r.size == m else np.zeros(m))
-        return self.map.positions(q, deltas), self.map.positions(qd, rates)
-
-
-def main(argv=None):
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
-    from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import JointState
-
-    from flexarm_msgs.msg import FlexState
-
-    class FlexJointStates(Node):
-        def __init__(self):
-            super().__init__('flex_joint_states')
-            arm = self.declare_parameter('arm', 'deluca_two_link').value
-            segments = int(self.declare_parameter('segments', 8).value)
-            self.mapper = FlexJointStateMapper(arm, segments)
-            qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-            self.pub = self.create_publisher(JointState, 'joint_states', qos)
-            self.sub = self.create_subscription(FlexState, '/flexarm/state', self.on_state, qos)
-            self.get_logger().info(f'arm {arm}, K = {segments}: {len(self.mapper.joint_names)} joints '
-                                   f'({len(self.mapper.real_names)} real)')
-
-        def on_state(self, msg):
-            try:
-                pos, vel = self.mapper.convert(msg)
-            except ValueError as e:
-                self.get_logger().warn(f'state dropped: {e}', throttle_duration_sec=5.0)
-                return
-            out = JointState()
-            out.header.stamp = msg.header.stamp
-            out.name = self.mapper.joint_names
-            out.position = pos.tolist()
-            out.velocity = vel.tolist()
-            self.pub.publish(out)
-
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    node = None
-    try:
-        node = FlexJointStates()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):     # Ctrl-C, SIGTERM (launch shutdown)
-        pass
-    except Exception as e:          # bad parameters: report and exit non-zero
-        print(f'flex_joint_states: {e}', file=sys.stderr)
-        return 1
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+            pos, vel = self.mapper.convert(msg)
+        except ValueError as e:
+            self.dropped += 1
+            self.get_logger().warning(f'state dropped: {e} ({self.dropped} so far)', throttle_duration_sec=5.0)
+            return
+        out = JointState()
+        out.header.stamp = msg.header.stamp
+        out.name = self.mapper.joint_names
+        out.position = pos.tolist()
+        out.velocity = vel.tolist()
+        self.pub.publish(out)
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from .entry import flex_joint_states
+    sys.exit(flex_joint_states())

@@ -256,16 +256,6 @@ class Recorder:
     def topics(self):
         return list(self._channels)
 
-    def wait_for_publishers(self, executor_spin_once, timeout=10.0, topics=None) -> bool:
-        """Spin (with the given spin_once(timeout_sec) callable) until every topic has a publisher."""
-        deadline = time.monotonic() + timeout
-        want = list(topics or self._channels)
-        while time.monotonic() < deadline:
-            if all(self.node.count_publishers(t) > 0 for t in want):
-                return True
-            executor_spin_once(0.05)
-        return False
-
     def add_metadata(self, name: str, data: dict):
         with self._lock:
             if not self._closed:

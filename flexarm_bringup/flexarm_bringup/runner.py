@@ -1,23 +1,34 @@
 """`flexarm run`: the plant and a controller as ROS 2 nodes, a reference move, a summary.
 
     flexarm run --arm deluca_two_link --controller modal --duration 6 [--rate 1000] [--control-rate 500]
-                [--shaping zv] [--record out.mcap] [--plot out.png] [--json] [--single-process]
+                [--time-mode realtime|simtime|lockstep] [--shaping zv] [--record out.mcap] [--plot out.png]
+                [--json] [--single-process] [--plant-servo]
 
-By default the plant (`flexarm_sim` plant node) and the controller (`flexarm_control` node) run as separate
-processes (real rclpy over DDS, loopback), as they would with `ros2 launch`; `--single-process` composes
-them with this runner's node in this process (one executor thread per node). The runner publishes the reference on
+The nodes are exactly those of `ros2 launch flexarm_bringup sim.launch.py` (flexarm_bringup.bringup.sim_nodes:
+the shipped config/plant.yaml and config/controllers.yaml with the same overrides), started as the installed
+executables in their own processes (real rclpy over DDS, loopback) — or, with --single-process, composed with
+this runner's node in this process (one executor thread per node). The runner publishes the reference on
 /flexarm/reference — a cycloidal move of every joint by --angle (default 60 deg) in --move-time (2.5 s,
-Naganathan's case 1), starting --lead seconds of plant time after the first state — records
-/flexarm/state (and, with --record, the published topics into a rosbag2-compatible MCAP file), prints a
-progress line, and at the end a summary: achieved plant rate and overruns (from the plant's
-/diagnostics), joint RMS tracking error, peak tip deflection (deformed minus rigid end-effector position),
-residual tip vibration after the move, 2 % settling time, peak torque.
+Naganathan's case 1), starting --lead seconds of plant time after the nodes are ready — records /flexarm/state
+(and, with --record, the published topics into a rosbag2-compatible MCAP file), prints progress lines, and at the
+end a summary: achieved plant rate and overruns (from the plant's /diagnostics), joint RMS tracking error, peak
+tip deflection (deformed minus rigid end-effector position), residual tip vibration after the move, 2 % settling
+time, peak torque.
+
+Start-up waits for readiness, not a fixed time: the plant is ready at its first state, a controller when the plant
+integrates (the plant holds the arm until the first command). The wait ends with an error naming the process
+that is not ready and showing its log once nothing has happened for STARTUP_QUIET_S (no state, no log line: a
+compile in progress logs), or after STARTUP_LIMIT_S in all. Memory stays bounded: the samples kept for the summary
+and the plot are decimated beyond MAX_SAMPLES (the recording streams to disk). SIGINT exits 130, SIGTERM 143 (interrupt.py),
+after stopping the nodes.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +37,30 @@ import threading
 import time
 
 import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.signals import SignalHandlerOptions
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-CONTROLLERS = ('pd_servo', 'modal', 'computed_torque', 'none')
+from flexarm_control.laws.pd import naganathan_gains
+from flexarm_control.nodes.controller_node import ControllerNode
+from flexarm_msgs.msg import FlexState
+from flexarm_sim.arms import arm_id, resolve_arm
+from flexarm_sim.common.params import ConfigError
+from flexarm_sim.model import load_model
+from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.plant.node import PlantNode
+from flexarm_sim.ros.flexstate import FlexStateDecoder
+from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
+from flexarm_sim.ros.messages import qos
+from flexarm_sim.ros.node_main import default_executor
+
+from .bringup import CONTROLLERS, TIME_MODES, command, sim_nodes
+from .interrupt import Interrupted
+from .plots import plot_run
+from .recorder import Recorder
+
 RECORDED_TOPICS = (
     ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
     ('/joint_states', 'sensor_msgs/msg/JointState'),
@@ -36,84 +69,87 @@ RECORDED_TOPICS = (
     ('/flexarm/markers', 'visualization_msgs/msg/MarkerArray'),
     ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray'),
 )
+STARTUP_QUIET_S = 60.0
+STARTUP_LIMIT_S = 600.0
+RUN_STALL_S = 30.0            # wall seconds without plant time advancing: the run is stuck
+MAX_SAMPLES = 1 << 17         # samples kept (beyond: every other one dropped, the rate halved)
+PROGRESS_AFTER_S = 2.0
 
 
 def add_parser(sub):
     p = sub.add_parser('run', help='simulate an arm under a controller (ROS 2 nodes) and summarise the run')
-    p.add_argument('--arm', default='deluca_two_link', help='arm YAML path or a name in config/arms')
-    p.add_argument('--controller', default='modal', choices=CONTROLLERS)
+    p.add_argument('--arm', default='deluca_two_link', help='the name of a shipped arm or an arm YAML path')
+    p.add_argument('--controller', default='modal', choices=CONTROLLERS + ('none',))
     p.add_argument('--duration', type=float, default=6.0, help='s of plant time from the start of the move')
     p.add_argument('--rate', type=float, default=1000.0, help='plant loop rate, Hz')
-    p.add_argument('--control-rate', type=float, default=500.0, help='controller rate and state publish rate, Hz')
-    p.add_argument('--time-mode', default='realtime', choices=('realtime', 'simtime', 'lockstep'),
-                   help='lockstep: the controller answers every plant step (reproducible, as fast as possible)')
+    p.add_argument('--control-rate', type=float, default=500.0,
+                   help='control rate, Hz: plant state rate and controller rate (sim.launch.py control_rate:=)')
+    p.add_argument('--time-mode', default='realtime', choices=TIME_MODES,
+                   help='lockstep: the controller answers every control period (reproducible, as fast as possible)')
     p.add_argument('--shaping', default='none', choices=('none', 'zv', 'zvd'))
     p.add_argument('--angle', type=float, default=60.0, help='move of every joint, degrees')
     p.add_argument('--move-time', type=float, default=2.5, help='s')
-    p.add_argument('--lead', type=float, default=0.5, help='s of plant time between the first state and the move')
+    p.add_argument('--lead', type=float, default=0.5, help='s of plant time between readiness and the move')
     p.add_argument('--record', metavar='MCAP', help='record the published topics into this MCAP file')
     p.add_argument('--plot', metavar='PNG', help='plot joints vs reference, torques, tip deflection, modes')
     p.add_argument('--json', action='store_true', help='print the summary as one JSON object')
     p.add_argument('--single-process', action='store_true', help='compose plant and controller in this process')
-    p.add_argument('--quiet', action='store_true', help='no progress line')
+    p.add_argument('--attach', action='store_true',
+                   help='start no nodes: drive and summarise a running plant and controller (e.g. started by '
+                        '`ros2 launch flexarm_bringup sim.launch.py`; give the same --arm, --controller, '
+                        '--time-mode and --control-rate)')
+    p.add_argument('--quiet', action='store_true', help='no progress lines')
     p.add_argument('--plant-servo', action='store_true',
                    help="pd_servo only: the plant's joint servo (thesis gains, evaluated at the plant's sub-steps) "
                         'is the PD; the controller sends set-points and the rigid feed-forward')
     p.set_defaults(func=run)
 
 
-def resolve_arm(arm: str) -> str:
-    """Absolute path of an arm YAML given as a path or as a name of the shipped arms."""
-    if os.path.isfile(arm):
-        return os.path.abspath(arm)
-    name = arm if arm.endswith('.yaml') else arm + '.yaml'
-    candidates = []
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        candidates.append(os.path.join(get_package_share_directory('flexarm_bringup'), 'config', 'arms', name))
-    except Exception:      # noqa: BLE001 - not in an ament environment
-        pass
-    candidates.append(os.path.join(os.path.dirname(__file__), '..', 'config', 'arms', name))
-    for c in candidates:
-        if os.path.isfile(c):
-            return os.path.abspath(c)
-    raise FileNotFoundError(f'arm description not found: {arm}')
+class _Progress:
+    def __init__(self, quiet):
+        self.quiet = quiet
+        self.t0 = time.monotonic()
+        self._inline = False
+
+    def line(self, msg):
+        if self.quiet:
+            return
+        if self._inline:
+            sys.stderr.write('\n')
+            self._inline = False
+        sys.stderr.write(f'[flexarm run {time.monotonic() - self.t0:6.1f} s] {msg}\n')
+        sys.stderr.flush()
+
+    def inline(self, msg):
+        if self.quiet:
+            return
+        sys.stderr.write('\r' + msg)
+        sys.stderr.flush()
+        self._inline = True
+
+    def end_inline(self):
+        if self._inline and not self.quiet:
+            sys.stderr.write('\n')
+        self._inline = False
 
 
-def thesis_servo_gains(arm_path: str, angle: float):
+def thesis_servo_gains(model, angle: float):
     """Naganathan's k_p, k_v (eqs. 2.27-2.28) for the default move of every joint by angle from zero."""
-    import numpy as np
-    from flexarm_control.laws.pd import naganathan_gains
-    from flexarm_sim.model import load_model
-    model = load_model(arm_path)
     kp, kv, _ = naganathan_gains(model, task=[np.zeros(model.n_joints), np.full(model.n_joints, angle)])
     return [float(x) for x in kp], [float(x) for x in kv]
 
 
-def params_file(args, arm_path: str) -> str:
-    """A ROS parameter file for the plant and the controller (node_name: ros__parameters: form)."""
-    import yaml
-    params = {
-        'plant': {'ros__parameters': {
-            'arm': arm_path, 'loop_rate': float(args.rate), 'time_mode': args.time_mode,
-            'command_timeout': 0.5, 'wait_for_command': args.controller != 'none',
-            'publish_rates': {'state': float(args.control_rate), 'joint_states': float(min(args.rate, 1000.0)),
-                              'markers': 30.0, 'diagnostics': 2.0},
-        }},
-    }
-    if args.controller != 'none':
-        params[f'flexarm_{args.controller}'] = {'ros__parameters': {
-            'arm': arm_path, 'rate': float(args.control_rate), 'shaping': args.shaping,
-            'use_sim_time': args.time_mode != 'realtime', 'lockstep': args.time_mode == 'lockstep',
-        }}
-    if getattr(args, 'plant_servo', False):
-        kp, kv = thesis_servo_gains(arm_path, math.radians(args.angle))
-        params['plant']['ros__parameters']['servo'] = {'enabled': True, 'kp': kp, 'kv': kv}
-        params['flexarm_pd_servo']['ros__parameters']['command_interface'] = 'position'
-    fd, path = tempfile.mkstemp(prefix='flexarm_run_', suffix='.yaml')
-    with os.fdopen(fd, 'w') as f:
-        yaml.safe_dump(params, f)
-    return path
+def node_specs(args, model=None):
+    """The plant and controller of this run: sim.launch.py's nodes with the runner's rates and outputs."""
+    plant_extra = {'publish_rates.joint_states': float(min(args.rate, 1000.0)), 'publish_rates.markers': 30.0,
+                   'publish_rates.diagnostics': 2.0}
+    ctl_extra = {}
+    if args.plant_servo:
+        kp, kv = thesis_servo_gains(model, math.radians(args.angle))
+        plant_extra.update({'servo.enabled': True, 'servo.kp': kp, 'servo.kv': kv})
+        ctl_extra['command_interface'] = 'position'
+    return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
+                     shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra)
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -132,67 +168,99 @@ def cycloid_sample(q0, angle, T, t0, t):
     return q0[None, :] + angle * (s - np.sin(2 * np.pi * s) / (2 * np.pi))[:, None]
 
 
-class RunnerNode:
-    """The runner's ROS side: collects FlexState and plant diagnostics, publishes the reference."""
+class Samples:
+    """The run's samples in preallocated numpy arrays (t, q, tau, deformed and rigid tip, modal coordinates),
+    bounded: beyond `capacity` every other sample is dropped and only every 2nd (4th, ...) one kept thereafter."""
 
-    def __init__(self, node, joint_names):
-        from diagnostic_msgs.msg import DiagnosticArray
-        from flexarm_msgs.msg import FlexState
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import Float64MultiArray
-        from trajectory_msgs.msg import JointTrajectory
+    def __init__(self, n_joints, n_modes, capacity=MAX_SAMPLES):
+        self.capacity = capacity
+        self.width = 1 + 2 * n_joints + 6 + n_modes
+        self.n, self.m = n_joints, n_modes
+        self.buf = np.zeros((capacity, self.width))
+        self.count = 0
+        self.stride = 1
+        self._seen = 0
+        self.latest = None
+
+    def add(self, row):
+        self.latest = row
+        self._seen += 1
+        if (self._seen - 1) % self.stride:
+            return
+        if self.count == self.capacity:
+            self.buf[:self.capacity // 2] = self.buf[0:self.capacity:2]
+            self.count = self.capacity // 2
+            self.stride *= 2
+        self.buf[self.count] = row
+        self.count += 1
+
+    def arrays(self):
+        b, n, m = self.buf[:self.count], self.n, self.m
+        return {'t': b[:, 0], 'q': b[:, 1:1 + n], 'tau': b[:, 1 + n:1 + 2 * n], 'tip': b[:, 1 + 2 * n:4 + 2 * n],
+                'rigid': b[:, 4 + 2 * n:7 + 2 * n], 'modal': b[:, 7 + 2 * n:7 + 2 * n + m]}
+
+
+class RunnerNode:
+    """The runner's ROS side: collects FlexState and diagnostics, publishes the reference."""
+
+    def __init__(self, node, layout):
         self.node = node
-        self.joint_names = list(joint_names)
+        self.layout = layout
         self.lock = threading.Lock()
-        self.samples = []          # (t, q, qd, tau, tip_deformed, tip_rigid, modal)
+        self.samples = Samples(layout.n_joints, layout.n_modes)
+        self.rejected = 0
+        self.last_step = 0
+        self.stride = 0               # plant steps between states (loop rate / control rate), set by the runner
+        self.last_reject = ''
         self.plant_diag = {}
         self.controller_diag = {}
-        self.n_commands = 0
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        node.create_subscription(FlexState, '/flexarm/state', self._on_state, qos)
+        self.decoder = FlexStateDecoder(layout)
+        self.step_gaps = 0            # states missed (step numbers skipped within a reset segment)
+        # states on a thread of their own (ros/hotpath.py): the runner keeps up with a lock-step plant
+        self.hot = HotSubscription(node, FlexState, '/flexarm/state', qos(1000))
+        self.hot_loop = HotLoop(self.hot, self._on_state, 'runner-states')
+        self.hot_loop.start()
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        # only to learn that a controller commands: dropped once it does (500 Hz of callbacks would compete with
-        # the state recording on a loaded machine)
-        self.sub_cmd = node.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_cmd, qos)
-        self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos)
+        self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
 
-    def _on_state(self, msg):
-        t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        p = msg.end_effector_pose.position
-        r = msg.end_effector_rigid_position
-        modal = [x for lk in msg.links for x in lk.modal_position]
+    def close(self):
+        self.hot_loop.stop()
+        self.hot.destroy()
+
+    def _on_state(self, data):
+        try:
+            st = self.decoder.decode(data)
+        except ValueError as e:
+            self.rejected += 1
+            self.last_reject = str(e)
+            return
+        row = np.concatenate([[st.t], st.z[self.layout.q_index], st.tau, st.tip, st.rigid_tip,
+                              st.z[self.layout.mode_index], [st.step]])
         with self.lock:
-            self.samples.append((t, list(msg.position), list(msg.velocity), list(msg.effort), (p.x, p.y, p.z),
-                                 (r.x, r.y, r.z), modal))
+            if self.stride and st.step - self.last_step > self.stride and self.last_step:
+                self.step_gaps += 1
+            self.samples.add(row[:-1])
+            self.last_step = st.step
 
     def _on_diag(self, msg):
         for st in msg.status:
-            if st.name.startswith('flexarm_control/'):
-                with self.lock:
-                    self.controller_diag = {kv.key: kv.value for kv in st.values}
-                continue
-            if st.name.startswith('flexarm_sim') or 'plant' in st.name:
-                with self.lock:
-                    self.plant_diag = {kv.key: kv.value for kv in st.values}
-                    self.plant_diag['_level'] = int.from_bytes(st.level, 'little') if isinstance(
-                        st.level, bytes) else int(st.level)
-                    self.plant_diag['_message'] = st.message
-
-    def _on_cmd(self, msg):
-        self.n_commands += 1
+            vals = {kv.key: kv.value for kv in st.values}
+            with self.lock:
+                if st.name.startswith('flexarm_control/'):
+                    self.controller_diag = vals
+                elif 'plant' in st.name:
+                    self.plant_diag = dict(vals, _message=st.message)
 
     def latest(self):
         with self.lock:
-            return self.samples[-1] if self.samples else None
+            return None if self.samples.latest is None else (self.samples.latest.copy(), self.last_step)
 
     def publish_reference(self, t_start, times, q, qd, qdd):
-        from builtin_interfaces.msg import Duration
-        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
         msg = JointTrajectory()
         sec = int(math.floor(t_start))
         msg.header.stamp.sec = sec
         msg.header.stamp.nanosec = int(round((t_start - sec) * 1e9))
-        msg.joint_names = self.joint_names
+        msg.joint_names = list(self.layout.joint_names)
         for k, tk in enumerate(times):
             pt = JointTrajectoryPoint()
             pt.positions = [float(x) for x in q[k]]
@@ -204,18 +272,13 @@ class RunnerNode:
         self.pub_ref.publish(msg)
 
 
-def summarize(samples, q0, angle, move_time, t_move, duration, joint_names, plant_diag, controller,
-              controller_diag=None):
-    """The run's figures from the recorded FlexState samples (plant time)."""
+def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None):
+    """The run's figures from the recorded samples (plant time)."""
     controller_diag = controller_diag or {}
-    t = np.array([s[0] for s in samples])
+    t = arrays['t']
     keep = (t >= t_move - 0.2) & (t <= t_move + duration)
     t = t[keep]
-    q = np.array([s[1] for s in samples])[keep]
-    tau = np.array([s[3] for s in samples])[keep]
-    tip = np.array([s[4] for s in samples])[keep]
-    rigid = np.array([s[5] for s in samples])[keep]
-    modal = np.array([s[6] for s in samples])[keep] if samples[0][6] else np.zeros((keep.sum(), 0))
+    q, tau, tip, rigid, modal = (arrays[k][keep] for k in ('q', 'tau', 'tip', 'rigid', 'modal'))
     q_ref = cycloid_sample(q0, angle, move_time, t_move, t)
     defl = np.linalg.norm(tip - rigid, axis=1)
     in_run = t >= t_move
@@ -228,6 +291,7 @@ def summarize(samples, q0, angle, move_time, t_move, duration, joint_names, plan
            'overruns': _num(plant_diag.get('overruns')),
            'skipped_periods': _num(plant_diag.get('skipped_periods')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
+           'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
            'joint_rms_error_rad': [float(x) for x in np.sqrt(np.mean(err ** 2, axis=0))] if err.size else None,
            'peak_tip_deflection_m': float(defl.max()) if defl.size else None,
            'peak_torque_nm': [float(x) for x in np.abs(tau).max(axis=0)] if tau.size else None}
@@ -240,8 +304,8 @@ def summarize(samples, q0, angle, move_time, t_move, duration, joint_names, plan
         dev_all = np.linalg.norm(tip - rest, axis=1)
         outside = np.nonzero((dev_all > 0.02 * max(travel, 1e-9)) & in_run)[0]
         out['settling_time_s'] = float(t[outside[-1]] - t_move) if outside.size else 0.0
-    arrays = {'t': t - t_move, 'q': q, 'q_ref': q_ref, 'tau': tau, 'tip_deflection': tip - rigid, 'modal': modal}
-    return out, arrays
+    plot = {'t': t - t_move, 'q': q, 'q_ref': q_ref, 'tau': tau, 'tip_deflection': tip - rigid, 'modal': modal}
+    return out, plot
 
 
 def _num(v):
@@ -252,104 +316,162 @@ def _num(v):
 
 
 class _Processes:
-    def __init__(self):
-        self.procs = []
-        self.logs = []
+    """The node processes: started in their own sessions, their output in log files."""
+
+    def __init__(self, tmpdir):
+        self.tmpdir = tmpdir
+        self.procs = []           # (name, Popen, log path)
+        self._read = {}
 
     def start(self, name, argv, env):
-        log = tempfile.NamedTemporaryFile(prefix=f'flexarm_{name}_', suffix='.log', delete=False)
-        p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append((name, p))
-        self.logs.append((name, log.name))
+        path = os.path.join(self.tmpdir, f'{name}.log')
+        with open(path, 'wb') as log:
+            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=_die_with_parent)
+        self.procs.append((name, p, path))
         return p
 
-    def check(self):
-        for name, p in self.procs:
+    def cpu_seconds(self):
+        """{process: user + system CPU seconds so far} (Linux /proc)."""
+        out = {}
+        for name, p, _ in self.procs:
+            try:
+                with open(f'/proc/{p.pid}/stat') as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+            except (OSError, IndexError, ValueError):
+                pass
+        return out
+
+    def exited(self):
+        for name, p, _ in self.procs:
             if p.poll() is not None:
-                return f'{name} exited with code {p.returncode}:\n' + self.tail(name)
+                return name, p.returncode
         return None
 
-    def tail(self, name, n=15):
-        for nm, path in self.logs:
-            if nm == name:
+    def new_lines(self):
+        """[(process, line)] written since the last call."""
+        out = []
+        for name, _, path in self.procs:
+            try:
                 with open(path, errors='replace') as f:
-                    return ''.join(f.readlines()[-n:])
+                    f.seek(self._read.get(name, 0))
+                    text = f.read()
+                    self._read[name] = f.tell()
+            except OSError:
+                continue
+            out += [(name, ln) for ln in text.splitlines() if ln.strip()]
+        return out
+
+    def tail(self, name, n=20):
+        for nm, _, path in self.procs:
+            if nm == name:
+                try:
+                    with open(path, errors='replace') as f:
+                        return ''.join(f.readlines()[-n:]) or '(empty)\n'
+                except OSError:
+                    return '(no log)\n'
         return ''
 
     def stop(self):
-        for _, p in self.procs:
+        for _, p, _ in self.procs:
             if p.poll() is None:
                 try:
                     os.killpg(p.pid, signal.SIGINT)
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + 5.0
-        for _, p in self.procs:
+        for _, p, _ in self.procs:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        for _, path in self.logs:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+
+
+def _die_with_parent():
+    """In the child, before exec: SIGTERM when the runner dies, however it dies (Linux PR_SET_PDEATHSIG), so a
+    killed runner never leaves its nodes running."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)     # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def _relay(progress, lines):
+    """Show the nodes' lines that matter while waiting: compile notices, warnings, errors."""
+    for name, ln in lines:
+        if 'numba kernels' in ln or 'compiling' in ln or 'WARN' in ln or 'ERROR' in ln or 'FATAL' in ln \
+                or ln.startswith(name + ':'):
+            progress.line(f'{name}: {ln.strip()}')
 
 
 def run(args):
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+    progress = _Progress(args.quiet)
+    tmpdir = tempfile.mkdtemp(prefix='flexarm_run_')
+    try:
+        return _run(args, progress, tmpdir)
+    except Interrupted as e:
+        progress.end_inline()
+        print(f'flexarm run: interrupted ({e.name}): nodes stopped', file=sys.stderr)
+        return e.exit_code
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
-    from flexarm_sim.model import load_arm
+
+def _run(args, progress, tmpdir):
     if args.plant_servo and (args.controller != 'pd_servo' or args.time_mode == 'lockstep'):
         return _fail('--plant-servo needs --controller pd_servo and a realtime or simtime plant')
-    arm_path = resolve_arm(args.arm)
-    spec = load_arm(arm_path)
-    pfile = params_file(args, arm_path)
-    procs = _Processes()
-    signal.signal(signal.SIGTERM, _terminated)     # so the finally below stops the child processes
-    executors = []          # one single-threaded executor (and thread) per node: rclpy's multi-threaded
-    recorder = None         # executor is slow, and the composed nodes must not starve each other
-    spins = []
-    composed = []
-    nodes = []
-    rclpy.init(args=['--ros-args', '--params-file', pfile] if args.single_process else None)
+    if args.attach and args.single_process:
+        return _fail('--attach and --single-process exclude each other')
+    try:
+        path = resolve_arm(args.arm, 'arm')
+        model = load_model(path)
+        specs = node_specs(args, model)
+    except (ConfigError, ValueError) as e:
+        return _fail(str(e))
+    layout = ArmLayout.of(model, arm_id(path, model.spec.name))
+    procs = _Processes(tmpdir)
+    executors, spins, composed, nodes = [], [], [], []
+    recorder = runner = None
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
         node = rclpy.create_node('flexarm_runner')
         nodes.append(node)
-        runner = RunnerNode(node, spec.joint_names)
-        executors.append(SingleThreadedExecutor())
+        runner = RunnerNode(node, layout)
+        runner.stride = int(round(args.rate / args.control_rate))
+        executors.append(default_executor()())
         executors[0].add_node(node)
         if args.record:
-            from flexarm_bringup.recorder import Recorder
             recorder = Recorder(node, args.record, RECORDED_TOPICS,
-                                metadata={'flexarm_run': {'arm': spec.name, 'controller': args.controller}})
-        if args.single_process:
-            composed = _compose(args)
+                                metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
+        names = ' and '.join(s.name for s in specs)
+        if args.attach:
+            progress.line(f'attaching to the running {names}')
+        elif args.single_process:
+            progress.line(f'starting {names} in this process')
+            composed = _compose(specs, tmpdir)
             nodes.extend(composed)
             for n in composed:
-                executors.append(SingleThreadedExecutor())
+                executors.append(default_executor()())
                 executors[-1].add_node(n)
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-            ros_args = ['--ros-args', '--params-file', pfile]
-            procs.start('plant', [sys.executable, '-m', 'flexarm_sim.plant.node', *ros_args], env)
-            if args.controller != 'none':
-                procs.start('controller', [sys.executable, '-m', 'flexarm_control.nodes.controller_node',
-                                           args.controller, *ros_args], env)
+            progress.line(f'starting {names} ({args.time_mode}, control at {args.control_rate:g} Hz)')
+            for s in specs:
+                procs.start(s.name, command(s, tmpdir), env)
         for ex in executors:
             spins.append(threading.Thread(target=ex.spin, daemon=True))
             spins[-1].start()
-        return _drive(args, spec, runner, procs, recorder)
+        return _drive(args, model, runner, procs, recorder, progress)
     finally:
-        # orderly shutdown: child processes, composed loops, recording, executor (and its thread), nodes
+        # orderly shutdown: node processes, composed loops, recording, executors (and their threads), nodes
         procs.stop()
         for n in composed:
-            stop = getattr(n, 'stop', None)
-            if stop:
-                stop()
+            n.stop()
+        if runner is not None:
+            runner.close()
         if recorder is not None:
             recorder.close()
         for ex in executors:
@@ -359,98 +481,148 @@ def run(args):
         for n in reversed(nodes):
             n.destroy_node()
         rclpy.try_shutdown()
-        os.unlink(pfile)
 
 
-def _terminated(signum, frame):
-    raise SystemExit(128 + signum)
+def _compose(specs, tmpdir):
+    """The plant and controller nodes in this process, each with its own --ros-args (as its process would get)."""
+    out = []
+    for s in specs:
+        argv = command(s, tmpdir)
+        cli = argv[argv.index('--ros-args'):]
+        node = PlantNode(cli_args=cli) if s.package == 'flexarm_sim' else ControllerNode(s.name, cli_args=cli)
+        node.start()
+        out.append(node)
+    return out
 
 
-def _compose(args):
-    """Plant (and controller) nodes in this process (parameters from the --params-file given to rclpy)."""
-    from flexarm_sim.plant.node import PlantNode
-    plant = PlantNode()
-    plant.start()
-    nodes = [plant]
-    if args.controller != 'none':
-        from flexarm_control.nodes.controller_node import NODES
-        nodes.append(NODES[args.controller](f'flexarm_{args.controller}'))
-    return nodes
-
-
-def _fail(msg):
+def _fail(msg, code=1):
     print(f'flexarm run: {msg}', file=sys.stderr)
-    return 1
+    return code
 
 
-def _drive(args, spec, runner, procs, recorder):
-    angle = math.radians(args.angle)
-    wall_limit = time.monotonic() + 60.0
-    # 1. the plant is up and a controller is commanding
-    while runner.latest() is None or (args.controller != 'none' and runner.n_commands == 0):
-        err = procs.check()
-        if err:
-            return _fail(err)
-        if time.monotonic() > wall_limit:
-            return _fail('no state from the plant / no command from the controller within 60 s\n'
-                         + '\n'.join(f'--- {name} log:\n' + procs.tail(name) for name, _ in procs.procs))
+def _not_ready(runner, args, procs):
+    """Names of the processes that are not ready yet: the plant until its first state, the controller until the
+    plant integrates (it holds the arm until the first command)."""
+    latest = runner.latest()
+    if latest is None:
+        return ['plant']
+    if args.controller != 'none' and latest[1] == 0:
+        return [args.controller]
+    return []
+
+
+def _wait_ready(args, runner, procs, progress):
+    t0 = time.monotonic()
+    last_activity = t0
+    said = False
+    while True:
+        waiting = _not_ready(runner, args, procs)
+        if not waiting:
+            progress.line(f'nodes ready after {time.monotonic() - t0:.1f} s')
+            return None
+        ex = procs.exited()
+        if ex:
+            return _fail(f'{ex[0]} exited with code {ex[1]} during start-up:\n' + procs.tail(ex[0]))
+        lines = procs.new_lines()
+        now = time.monotonic()
+        if lines:
+            last_activity = now
+            _relay(progress, lines)
+        if not said and now - t0 > PROGRESS_AFTER_S:
+            said = True
+            progress.line(f'waiting for {", ".join(waiting)} to start ...')
+        if now - last_activity > STARTUP_QUIET_S or now - t0 > STARTUP_LIMIT_S:
+            logs = '\n'.join(f'--- {name} log:\n' + procs.tail(name) for name in waiting if procs.tail(name))
+            return _fail(f'{", ".join(waiting)} not ready after {now - t0:.0f} s ('
+                         + ('no state from the plant' if waiting == ['plant'] else
+                            f'the plant has received no command from {args.controller}')
+                         + f'; nothing happened in the last {now - last_activity:.0f} s)\n' + logs)
         time.sleep(0.02)
-    if runner.sub_cmd is not None:
-        runner.node.destroy_subscription(runner.sub_cmd)
-        runner.sub_cmd = None
+
+
+def _drive(args, model, runner, procs, recorder, progress):
+    angle = math.radians(args.angle)
+    err = _wait_ready(args, runner, procs, progress)
+    if err is not None:
+        return err
     others = runner.node.count_publishers('/flexarm/state') - 1
     if others > 0:
         return _fail(f'{others} other node(s) publish /flexarm/state in this ROS domain '
                      f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}): stop them or use another domain")
-    first = runner.latest()
-    q0 = np.array(first[1])
-    t_move = first[0] + args.lead
+    if args.controller != 'none':
+        # the reference is published once: the controller's subscription must be matched first (discovery)
+        deadline = time.monotonic() + STARTUP_QUIET_S
+        while runner.pub_ref.get_subscription_count() < 1:
+            if time.monotonic() > deadline:
+                return _fail(f'{args.controller} does not subscribe to /flexarm/reference')
+            time.sleep(0.01)
+    row, _ = runner.latest()
+    n = model.n_joints
+    q0 = row[1:1 + n].copy()
+    t_move = row[0] + args.lead
     times, q, qd, qdd = cycloid_trajectory(q0, angle, args.move_time)
     if args.controller != 'none':
         runner.publish_reference(t_move, times, q, qd, qdd)
-    # 2. run for the duration (plant time), with a progress line
     t_end = t_move + args.duration
-    wall_limit = time.monotonic() + 10.0 + 20.0 * (args.duration + args.lead)
-    last_print = 0.0
+    progress.line(f'running {args.duration:g} s of plant time ({args.time_mode})')
+    last_t, last_change, last_print, w0 = row[0], time.monotonic(), 0.0, time.monotonic()
+    cpu0 = procs.cpu_seconds()
     while True:
-        s = runner.latest()
-        if s[0] >= t_end:
+        row, _ = runner.latest()
+        t = row[0]
+        if t >= t_end:
             break
-        err = procs.check()
-        if err:
-            return _fail(err)
-        if time.monotonic() > wall_limit:
-            return _fail(f'plant time stopped advancing (t = {s[0]:.3f} s)')
-        if not args.quiet and time.monotonic() - last_print > 0.25:
-            last_print = time.monotonic()
-            defl = np.linalg.norm(np.array(s[4]) - np.array(s[5]))
-            sys.stderr.write(f'\r  t = {max(0.0, s[0] - t_move):5.2f}/{args.duration:.2f} s   '
-                             f'q = [{", ".join(f"{x:+.3f}" for x in s[1])}] rad   tip deflection {1e3 * defl:7.2f} mm')
-            sys.stderr.flush()
+        now = time.monotonic()
+        if t != last_t:
+            last_t, last_change = t, now
+        ex = procs.exited()
+        if ex:
+            return _fail(f'{ex[0]} exited with code {ex[1]}:\n' + procs.tail(ex[0]))
+        _relay(progress, [ln for ln in procs.new_lines() if 'WARN' in ln[1] or 'ERROR' in ln[1]])
+        if now - last_change > RUN_STALL_S:
+            return _fail(f'plant time stopped advancing at t = {t:.3f} s for {RUN_STALL_S:.0f} s:\n'
+                         + '\n'.join(f'--- {name} log:\n' + procs.tail(name) for name, _, _ in procs.procs))
+        if now - last_print > 0.25:
+            last_print = now
+            defl = np.linalg.norm(row[1 + 2 * n:4 + 2 * n] - row[4 + 2 * n:7 + 2 * n])
+            progress.inline(f'  t = {max(0.0, t - t_move):5.2f}/{args.duration:.2f} s   q = ['
+                            + ', '.join(f'{x:+.3f}' for x in row[1:1 + n])
+                            + f'] rad   tip deflection {1e3 * defl:7.2f} mm')
         time.sleep(0.02)
-    if not args.quiet:
-        sys.stderr.write('\n')
+    progress.end_inline()
+    wall = time.monotonic() - w0
+    cpu1 = procs.cpu_seconds()
+    cpu = {name: round(100.0 * (cpu1[name] - cpu0[name]) / wall, 1) for name in cpu1 if name in cpu0}
+    progress.line(f'run done: {args.duration:g} s of plant time in {wall:.1f} s wall')
     time.sleep(0.6)      # one more diagnostics period
     if recorder is not None:
+        t0 = time.monotonic()
         recorder.close()     # the file holds exactly what the summary reports
+        if time.monotonic() - t0 > PROGRESS_AFTER_S:
+            progress.line(f'recording written in {time.monotonic() - t0:.1f} s')
     with runner.lock:
-        samples = list(runner.samples)
+        arrays = {k: v.copy() for k, v in runner.samples.arrays().items()}
         diag = dict(runner.plant_diag)
         cdiag = dict(runner.controller_diag)
-    summary, arrays = summarize(samples, q0, angle, args.move_time, t_move, args.duration, spec.joint_names, diag,
-                                args.controller, cdiag)
-    summary.update({'arm': spec.name, 'duration_s': args.duration, 'rate_hz': args.rate,
+    summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag)
+    summary.update({'arm': model.spec.name, 'duration_s': args.duration, 'rate_hz': args.rate,
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
                     'single_process': bool(args.single_process), 'move_deg': args.angle,
-                    'move_time_s': args.move_time})
+                    'move_time_s': args.move_time, 'states_rejected': runner.rejected,
+                    'state_gaps_seen': runner.step_gaps,
+                    'sample_stride': runner.samples.stride, 'run_wall_s': round(wall, 3),
+                    'steps_per_wall_s': round(args.duration * args.rate / wall, 1),
+                    'cpu_percent_of_a_core': cpu})
     if recorder is not None:
         summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
     if args.plot:
-        from flexarm_bringup.plots import plot_run
-        plot_run(args.plot, arrays['t'], arrays['q'], arrays['q_ref'], arrays['tau'], arrays['tip_deflection'],
-                 arrays['modal'] if arrays['modal'].size else None, joint_names=list(spec.joint_names),
-                 tip_labels=['x', 'y', 'z'], title=f'{spec.name}: {args.controller}')
+        t0 = time.monotonic()
+        plot_run(args.plot, plot['t'], plot['q'], plot['q_ref'], plot['tau'], plot['tip_deflection'],
+                 plot['modal'] if plot['modal'].size else None, joint_names=list(model.spec.joint_names),
+                 tip_labels=['x', 'y', 'z'], title=f'{model.spec.name}: {args.controller}')
         summary['plot'] = os.path.abspath(args.plot)
+        if time.monotonic() - t0 > PROGRESS_AFTER_S:
+            progress.line(f'plot written in {time.monotonic() - t0:.1f} s')
     if args.json:
         print(json.dumps(summary))
     else:

@@ -41,31 +41,13 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
+from flexarm_sim.arms import resolve_arm
+
 AXES = {0: ('z', 2), 1: ('y', 1), 2: ('x', 0)}      # mode plane -> (axis letter, rotation component)
 AXIS_ORDER = (0, 1, 2)                              # z, y, x
 
 
 # ------------------------------------------------------------------------------ arm lookup
-def resolve_arm(name) -> str:
-    """A YAML path, or the name (with or without .yaml) of a file in flexarm_bringup's config/arms."""
-    name = os.fspath(name)
-    if os.path.isfile(name):
-        return name
-    base = name if name.endswith(('.yaml', '.yml')) else name + '.yaml'
-    dirs = []
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        dirs.append(os.path.join(get_package_share_directory('flexarm_bringup'), 'config', 'arms'))
-    except Exception:          # not installed / no ament index
-        pass
-    dirs.append(os.path.normpath(os.path.join(os.path.dirname(__file__), '..', 'config', 'arms')))
-    for d in dirs:
-        p = os.path.join(d, base)
-        if os.path.isfile(p):
-            return p
-    raise FileNotFoundError(f'arm description {name!r} not found (searched {", ".join(dirs)})')
-
-
 def load(arm):
     """ArmModel from a model, a spec, a path or an arm name."""
     from flexarm_sim.model import ArmModel, ArmSpec, load_model
@@ -73,7 +55,7 @@ def load(arm):
         return arm
     if isinstance(arm, ArmSpec):
         return load_model(arm)
-    return load_model(resolve_arm(arm))
+    return load_model(resolve_arm(os.fspath(arm)))
 
 
 # ------------------------------------------------------------------------------ small geometry helpers
@@ -379,13 +361,14 @@ def add_arguments(p):
 
 
 def run(args):
+    from flexarm_sim.common.params import ConfigError
     from flexarm_sim.model import ArmSpecError
     if args.segments < 0:
         print('flexarm urdf: -K must be >= 0', file=sys.stderr)
         return 2
     try:
         text = generate_urdf(args.arm, args.segments, radius=args.radius, name=args.name)
-    except (ArmSpecError, OSError) as e:
+    except (ArmSpecError, ConfigError, OSError) as e:
         print(f'flexarm urdf: {e}', file=sys.stderr)
         return 2
     if args.output:

@@ -1,75 +1,60 @@
 """Real servos: the hardware bridge + one controller (+ rviz of the rigid joints).
 
-    ros2 launch flexarm_bringup hardware.launch.py [arm:=<yaml>] [controller:=pd_servo|modal|computed_torque|none]
+    ros2 launch flexarm_bringup hardware.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                                    [shaping:=none|zv|zvd] [rviz:=true|false]
+                                                   [params_file:=<bridge yaml>] [port:=<device>] [baud_rate:=<bps>]
 
-The bridge (flexarm_control `hardware_bridge`, config/hardware_bridge.yaml: port, servo ids, joint names,
-limits — it has no arm description) publishes /joint_states and applies /effort_controller/commands; the
-controller uses config/controllers.yaml with the arm given here (its joints must be the bridge's). Hardware has no modal
-state, so rviz:=true shows the URDF with rigid links (segments:=0) driven directly by /joint_states.
+Which nodes start with which parameters is flexarm_bringup.bringup.hardware_nodes: the bridge (flexarm_control
+`hardware_bridge`) with `params_file` (default config/hardware_bridge.yaml: port, servo ids, joint names, limits,
+fault policy; `port` and `baud_rate`, when given, override the file's), which publishes /joint_states and a
+joints-only /flexarm/state and applies /effort_controller/commands; the controller with config/controllers.yaml,
+the arm given here (its joints must be the bridge's joint_names: refused before anything starts otherwise) and
+the bridge's loop_rate as its rate (one state per bridge cycle). Hardware has no modal state, so rviz:=true shows
+the URDF with rigid links (segments:=0) driven directly by /joint_states; without rviz2 it refuses to start.
 """
-import os
-
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
-from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from launch_ros.substitutions import FindPackageShare
 
-CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
-SHAPERS = ('none', 'zv', 'zvd')
+from flexarm_bringup.bringup import CONTROLLERS, SHAPERS, hardware_nodes, require_package, share_dir
 
 
-def _arm_path(arm, share):
-    """A name of a file in config/arms ('spatial_3r') -> its installed path; paths unchanged."""
-    if os.sep in arm or arm.endswith(('.yaml', '.yml')):
-        return arm
-    return os.path.join(share, 'config', 'arms', arm + '.yaml')
-
-
-def _nodes(context):
-    share = FindPackageShare('flexarm_bringup').perform(context)
-    arm = _arm_path(LaunchConfiguration('arm').perform(context), share)
-    controller = LaunchConfiguration('controller').perform(context)
-    shaping = LaunchConfiguration('shaping').perform(context)
-    actions = [Node(
-        package='flexarm_control', executable='hardware_bridge', name='hardware_bridge', output='screen',
-        parameters=[os.path.join(share, 'config', 'hardware_bridge.yaml')])]
-    if controller != 'none':
-        overrides = {'arm': arm}
-        if shaping:
-            overrides['shaping'] = shaping
-        actions.append(Node(
-            package='flexarm_control', executable=controller, name=controller, output='screen',
-            parameters=[os.path.join(share, 'config', 'controllers.yaml'), overrides]))
+def _actions(context):
+    def arg(name):
+        return LaunchConfiguration(name).perform(context)
+    rviz = arg('rviz') == 'true'
+    if rviz:
+        require_package('rviz2', 'rviz:=true')      # refuse before anything starts
+    specs = hardware_nodes(arg('arm'), arg('controller'), arg('shaping'), arg('params_file'), arg('port'),
+                           arg('baud_rate'))
+    actions = [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
+                    parameters=list(s.params_files) + ([s.overrides] if s.overrides else [])) for s in specs]
+    if rviz:
+        actions.append(IncludeLaunchDescription(
+            PythonLaunchDescriptionSource(share_dir('flexarm_bringup') + '/launch/view.launch.py'),
+            launch_arguments={'arm': arg('arm'), 'urdf': 'true', 'segments': '0', 'flex_joint_states': 'false',
+                              'joint_states_topic': '/joint_states'}.items()))
     return actions
 
 
 def generate_launch_description():
-    default_arm = PathJoinSubstitution([FindPackageShare('flexarm_bringup'), 'config', 'arms',
-                                        'deluca_two_link.yaml'])
-    view = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(
-            PathJoinSubstitution([FindPackageShare('flexarm_bringup'), 'launch', 'view.launch.py'])),
-        launch_arguments={
-            'arm': LaunchConfiguration('arm'),
-            'urdf': 'true',
-            'segments': '0',
-            'flex_joint_states': 'false',
-            'joint_states_topic': '/joint_states',
-        }.items(),
-        condition=IfCondition(LaunchConfiguration('rviz')))
     return LaunchDescription([
-        DeclareLaunchArgument('arm', default_value=default_arm,
-                              description='arm description YAML (path, or name of a file in config/arms)'),
+        DeclareLaunchArgument('arm', default_value='deluca_two_link',
+                              description='arm description for the controller (a shipped arm\'s name or a YAML '
+                                          'path); its joints must be the bridge\'s joint_names'),
         DeclareLaunchArgument('controller', default_value='pd_servo', choices=list(CONTROLLERS) + ['none'],
                               description='controller node to start next to the bridge'),
         DeclareLaunchArgument('shaping', default_value='', choices=[''] + list(SHAPERS),
                               description='input shaping of the reference (empty: config/controllers.yaml)'),
         DeclareLaunchArgument('rviz', default_value='false', choices=['true', 'false'],
                               description='start rviz2 with the arm model (view.launch.py)'),
-        OpaqueFunction(function=_nodes),
-        view,
+        DeclareLaunchArgument('params_file', default_value='',
+                              description="the bridge's parameter file (empty: config/hardware_bridge.yaml)"),
+        DeclareLaunchArgument('port', default_value='',
+                              description="serial device of the servo bus (empty: the parameter file's `port`)"),
+        DeclareLaunchArgument('baud_rate', default_value='',
+                              description="bus baud rate, bit/s (empty: the parameter file's `baud_rate`)"),
+        OpaqueFunction(function=_actions),
     ])

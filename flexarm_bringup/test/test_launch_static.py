@@ -268,13 +268,20 @@ def make_stub():
 
 
 @contextlib.contextmanager
-def stubbed_launch():
+def stubbed_launch(installed=('rviz2', 'robot_state_publisher')):
+    """The launch stub in sys.modules; flexarm_bringup.bringup sees the source package as its share directory
+    (as FindPackageShare does in the stub) and `installed` as the external packages present."""
+    from flexarm_bringup import bringup
     mods = make_stub()
     saved = {k: sys.modules.get(k) for k in mods}
+    saved_fns = (bringup.share_dir, bringup.package_installed)
     sys.modules.update(mods)
+    bringup.share_dir = lambda pkg: PKG if pkg == 'flexarm_bringup' else saved_fns[0](pkg)
+    bringup.package_installed = lambda pkg: pkg in installed
     try:
         yield mods
     finally:
+        bringup.share_dir, bringup.package_installed = saved_fns
         for k, v in saved.items():
             if v is None:
                 sys.modules.pop(k, None)
@@ -350,6 +357,7 @@ def test_launch_files_present():
 
 @pytest.mark.parametrize('name', EXPECTED_LAUNCH_FILES)
 def test_parses_and_literal_executables_exist(name):
+    """Literal Node(package=..., executable=...) calls name workspace or declared external executables."""
     tree = ast.parse(open(os.path.join(LAUNCH_DIR, name), encoding='utf-8').read(), filename=name)
     known = workspace_entry_points() | EXTERNAL
     assert any(isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description' for n in tree.body)
@@ -360,15 +368,9 @@ def test_parses_and_literal_executables_exist(name):
             assert 'package' in kw and 'executable' in kw, f'{name}: Node without package/executable'
             pkg = kw['package'].value if isinstance(kw['package'], ast.Constant) else None
             exe = kw['executable'].value if isinstance(kw['executable'], ast.Constant) else None
-            assert pkg is not None, f'{name}: package must be a literal'
-            if exe is not None:
+            if pkg is not None and exe is not None:
                 pairs.append((pkg, exe))
-            else:                                      # a controller chosen by argument: the tuple literal
-                assert pkg == 'flexarm_control'
-        if isinstance(node, ast.Assign) and any(getattr(t, 'id', '') == 'CONTROLLERS' for t in node.targets):
-            assert tuple(ast.literal_eval(node.value)) == CONTROLLERS
-            pairs += [('flexarm_control', c) for c in CONTROLLERS]
-    assert pairs
+            # else: the node comes from flexarm_bringup.bringup (sim_nodes): test_wiring evaluates it
     missing = [p for p in pairs if p not in known]
     assert not missing, f'{name}: executables not in any setup.py entry points: {missing}'
 
@@ -379,9 +381,10 @@ def _all_runs():
         runs.append(('sim.launch.py', {'controller': c}))
         runs.append(('hardware.launch.py', {'controller': c}))
     runs += [('sim.launch.py', {'rviz': 'true', 'time_mode': 'simtime', 'rate': '500', 'shaping': 'zv',
-                                'arm': 'spatial_3r'}),
+                                'arm': 'spatial_3r', 'control_rate': '250'}),
              ('sim.launch.py', {'time_mode': 'lockstep'}),
              ('hardware.launch.py', {'rviz': 'true', 'shaping': 'zvd'}),
+             ('hardware.launch.py', {'port': '/dev/ttyACM0', 'baud_rate': '4000000'}),
              ('view.launch.py', {}), ('view.launch.py', {'urdf': 'true', 'segments': '4'}),
              ('view.launch.py', {'urdf': 'true', 'flex_joint_states': 'false'})]
     return runs
@@ -413,21 +416,26 @@ def test_wiring(name, args):
         ctrl = [c for c in CONTROLLERS if c in by_name]
         assert ctrl == ([] if controller == 'none' else [controller])
         arm = args.get('arm', 'deluca_two_link')
-        if '/' not in arm:                                       # names resolved to the installed file
+        if '/' not in arm:                                       # names resolved to the shipped file
             arm = os.path.join(PKG, 'config', 'arms', arm + '.yaml')
         assert os.path.isfile(arm)
         for n in nodes:
             if n['name'] not in ('rviz2', 'robot_state_publisher', 'hardware_bridge'):
-                assert _overrides(n).get('arm') == arm, n['name']      # one arm for every model user
+                # one arm for every model user: the resolved file
+                assert os.path.realpath(_overrides(n).get('arm')) == os.path.realpath(arm), n['name']
         if name == 'sim.launch.py':
             ov = _overrides(by_name['plant'])
             assert ov['time_mode'] == args.get('time_mode', 'realtime')
+            assert ov['wait_for_command'] == (controller != 'none')
             assert ('loop_rate' in ov) == ('rate' in args)
             if 'rate' in args:
                 assert ov['loop_rate'] == float(args['rate'])
+            # one control rate: the plant's state rate and the controller's rate
+            assert ov.get('publish_rates.state') == (float(args['control_rate']) if 'control_rate' in args else None)
             for c in ctrl:
                 assert _overrides(by_name[c])['use_sim_time'] == (args.get('time_mode', 'realtime') != 'realtime')
                 assert _overrides(by_name[c])['lockstep'] == (args.get('time_mode') == 'lockstep')
+                assert _overrides(by_name[c]).get('rate') == ov.get('publish_rates.state')
         for c in ctrl:
             assert _overrides(by_name[c]).get('shaping') == args.get('shaping')
         assert ('rviz2' in by_name) == (args.get('rviz') == 'true')
@@ -452,6 +460,28 @@ def test_wiring(name, args):
                 fjs = by_name['flex_joint_states']
                 assert dict(fjs['remappings'])['joint_states'] == topic
                 assert str(_overrides(fjs)['segments']) == args.get('segments', '8')
+
+
+def test_hardware_bridge_port_baud_and_params_file(tmp_path):
+    """hardware.launch.py passes params_file (default: the shipped file) and, when given, port and
+    baud_rate (an int) as overrides after it; empty = the file's value; a non-integer baud is refused."""
+    shipped = os.path.join(PKG, 'config', 'hardware_bridge.yaml')
+
+    def bridge_parameters(args):
+        with stubbed_launch():
+            nodes = evaluate(os.path.join(LAUNCH_DIR, 'hardware.launch.py'), dict(args, controller='none'))
+        return next(n for n in nodes if n['name'] == 'hardware_bridge')['parameters']
+
+    assert bridge_parameters({}) == [shipped]
+    assert bridge_parameters({'port': '', 'baud_rate': ''}) == [shipped]
+    assert bridge_parameters({'port': '/dev/ttyACM0'}) == [shipped, {'port': '/dev/ttyACM0'}]
+    assert bridge_parameters({'port': '/dev/serial/by-id/x', 'baud_rate': '4000000'}) == \
+        [shipped, {'port': '/dev/serial/by-id/x', 'baud_rate': 4000000}]
+    mine = tmp_path / 'my_bridge.yaml'
+    mine.write_text(open(shipped, encoding='utf-8').read())
+    assert bridge_parameters({'params_file': str(mine), 'baud_rate': '57600'}) == [str(mine), {'baud_rate': 57600}]
+    with pytest.raises(ValueError, match='baud_rate'):
+        bridge_parameters({'baud_rate': 'fast'})
 
 
 def _overrides(node):
@@ -499,38 +529,21 @@ def test_launch_arguments_match_readme():
     assert table == declared
 
 
-def controller_node_parameters():
-    """{controller: set of parameter names} declared by flexarm_control's controller nodes (source text:
-    the base class's declare_parameter calls + each node class's GAIN_PARAMS)."""
-    path = os.path.join(ROOT, 'flexarm_control', 'flexarm_control', 'nodes', 'controller_node.py')
-    tree = ast.parse(open(path, encoding='utf-8').read())
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    base = set()
-    for node in ast.walk(classes['ControllerNode']):
-        if isinstance(node, ast.Call) and getattr(node.func, 'id', getattr(node.func, 'attr', '')) in (
-                'p', 'declare_parameter') and node.args and isinstance(node.args[0], ast.Constant):
-            base.add(node.args[0].value)
-    nodes = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'NODES')
-    out = {}
-    for key, cls in zip(nodes.value.keys, nodes.value.values):
-        gains = set()
-        for stmt in classes[cls.id].body:
-            if isinstance(stmt, ast.Assign) and getattr(stmt.targets[0], 'id', '') == 'GAIN_PARAMS':
-                gains = {k.value for k in stmt.value.keys}
-        out[key.value] = base | gains
-    return out
+def test_controllers_yaml_is_the_tables_rendered():
+    """config/controllers.yaml lists every parameter of every controller node (flexarm_control.controller.config),
+    one section per node name."""
+    from flexarm_control.controller import config
+    text = open(os.path.join(PKG, 'config', 'controllers.yaml'), encoding='utf-8').read()
+    assert text == config.render(), \
+        'regenerate: python -m flexarm_control.controller.config > flexarm_bringup/config/controllers.yaml'
+    data = yaml.safe_load(text)
+    assert set(data) == set(CONTROLLERS) == set(config.TABLES)
 
 
-def test_controllers_yaml_matches_the_nodes():
-    data = yaml.safe_load(open(os.path.join(PKG, 'config', 'controllers.yaml'), encoding='utf-8'))
-    assert set(data) == set(CONTROLLERS)
-    declared = controller_node_parameters()
-    assert set(declared) == set(CONTROLLERS)
-    for c in CONTROLLERS:
-        p = data[c]['ros__parameters']
-        assert set(p) == declared[c], c                 # every parameter documented, none invented
-        assert p['shaping'] in ('none', 'zv', 'zvd')
-        assert p['rate'] > 0
+def test_rviz_refused_before_anything_starts_when_rviz2_is_missing():
+    with stubbed_launch(installed=()):
+        with pytest.raises(RuntimeError, match="rviz2.*nothing was started"):
+            evaluate(os.path.join(LAUNCH_DIR, 'sim.launch.py'), {'rviz': 'true'})
 
 
 def test_rviz_config():

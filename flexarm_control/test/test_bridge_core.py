@@ -26,7 +26,7 @@ KT = 1.5
 def params(port, **over):
     p = {
         'port': port, 'baud_rate': 1000000, 'loop_rate': 250.0, 'command_timeout': 0.2,
-        'read_timeout': 0.25, 'hardware_status_period': 0,
+        'read_timeout': 0.5, 'hardware_status_period': 0,   # generous: loaded machines
         'reconnect': {'initial_delay': 0.1, 'max_delay': 0.8, 'multiplier': 2.0},
         'joint_names': ['a', 'b'],
         'joints': {
@@ -185,6 +185,27 @@ def test_enable_commands_units_and_sign(core, emu):
     assert goal(core, emu, 2, ct.GOAL_CURRENT) == round(-0.2 / (KT * 2) / lsb)
 
 
+def test_prompt_write_applies_a_command_when_it_arrives(core, emu):
+    """The node's loop, after publishing a reading, waits for the command that answers it and writes it at
+    once (write_now) instead of at the next cycle's write; the wait ends on the command, not on a timer."""
+    import threading
+    lsb = ct.DEFAULT_MODEL.current_amp_per_lsb
+    connect(core)
+    enable(core, 0.0)
+    core.submit_effort([0.1, 0.1], now=0.001)
+    assert core.cycle(now=0.004) is not None
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.1 / KT / lsb)
+    seq = core.command_seq()
+    assert not core.wait_for_command(seq, 0.01)                 # nothing new: the wait times out
+    threading.Timer(0.05, lambda: core.submit_effort([0.2, 0.2])).start()
+    assert core.wait_for_command(seq, 30.0)                     # woken by the command
+    assert core.write_now(now=0.006) and core.prompt_writes == 1
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.2 / KT / lsb)
+    assert core.diagnostics()['command_latency_max_ms'] >= 0.0
+    core._do_disable(0.007)
+    assert not core.write_now(now=0.008)                        # only while enabled
+
+
 def test_validation_rejects_and_keeps_previous_command(core, emu):
     connect(core)
     enable(core, 0.01)
@@ -282,7 +303,21 @@ def test_watchdog_hold_position_until_next_command(emu):
 
 
 # ----------------------------------------------------------------------------- faults
-def test_silent_servo_fault_torque_off_all_then_reconnect_with_backoff(core, emu):
+def fail_next_read(core, emu):
+    """Make the next cycle's read fail, independent of timing: corrupt the first reply it gets (the
+    state reply, or, when the bus re-synchronises first, the barrier reply of every servo)."""
+    emu.corrupt_next(len(core.bus.ids) if core.bus._desync else 1, 'crc')
+
+
+def test_silent_servo_fault_torque_off_all_then_reconnect_with_backoff(emu):
+    core = make_core(emu, fault_after_errors=1)
+    try:
+        _silent_servo_fault(core, emu)
+    finally:
+        core.shutdown()
+
+
+def _silent_servo_fault(core, emu):
     connect(core)
     enable(core, 0.0)
     core.submit_effort([0.1, 0.1], now=0.0)
@@ -306,15 +341,87 @@ def test_silent_servo_fault_torque_off_all_then_reconnect_with_backoff(core, emu
     assert core.cycle(now=10.0) is not None
 
 
-def test_crc_error_never_published_and_counted(core, emu):
+def test_crc_error_never_published_and_counted(emu):
+    core = make_core(emu, fault_after_errors=1)
+    try:
+        connect(core)
+        stamps = [core.cycle(now=0.01).stamp]
+        emu.corrupt_next(1, 'crc')
+        assert core.cycle(now=0.02) is None
+        assert core.bus.counters.crc_errors == 1 and core.state == FAULT
+        t = recover(core, 0.2)
+        r = core.cycle(now=t + 0.1)
+        assert r is not None and r.stamp > stamps[-1]
+    finally:
+        core.shutdown()
+
+
+def test_single_read_error_is_counted_not_a_fault(core, emu):
+    """Defaults (shipped policy): one failed read skips that cycle (no publication, no write) and is
+    reported in the diagnostics; the next read is valid and operation goes on, torque on."""
+    assert core.fault_after == 3 and core.window_errors == 10 and core.window_period == 1.0
     connect(core)
-    stamps = [core.cycle(now=0.01).stamp]
+    enable(core, 0.0)
+    core.submit_effort([0.1, 0.1], now=0.001)
+    assert core.cycle(now=0.004) is not None
     emu.corrupt_next(1, 'crc')
+    core.submit_effort([0.2, 0.2], now=0.006)
+    assert core.cycle(now=0.008) is None
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.1 / KT / ct.DEFAULT_MODEL.current_amp_per_lsb)  # not written
+    assert core.state == ENABLED and emu.torque_enabled(1) and emu.torque_enabled(2)
+    d = core.diagnostics()
+    assert d['crc_errors'] == 1 and d['read_errors_tolerated'] == 1 and d['faults'] == 0
+    assert d['consecutive_read_errors'] == 1 and core.level()[0] == 'ok'
+    r = core.cycle(now=0.012)
+    assert r is not None and r.ok and core.consecutive_errors == 0 and core.state == ENABLED
+    assert goal(core, emu, 1, ct.GOAL_CURRENT) == round(0.2 / KT / ct.DEFAULT_MODEL.current_amp_per_lsb)
+
+
+def test_consecutive_read_errors_make_a_fault(core, emu):
+    connect(core)
+    enable(core, 0.0)
+    core.submit_effort([0.1, 0.1], now=0.0)
+    core.cycle(now=0.004)
+    for k in range(2):                       # below fault_after_errors = 3
+        fail_next_read(core, emu)
+        assert core.cycle(now=0.008 + 0.004 * k) is None
+        assert core.state == ENABLED
+    fail_next_read(core, emu)
     assert core.cycle(now=0.02) is None
-    assert core.bus.counters.crc_errors == 1 and core.state == FAULT
-    t = recover(core, 0.2)
-    r = core.cycle(now=t + 0.1)
-    assert r is not None and r.stamp > stamps[-1]
+    assert core.state == FAULT and '3 time(s) in a row' in core.last_fault
+    assert not emu.torque_enabled(1) and not emu.torque_enabled(2)
+    assert core.read_errors_tolerated == 2
+
+
+def test_scattered_read_errors_within_the_window_make_a_fault(emu):
+    """Never two in a row, but fault_window.errors failures within fault_window.period -> fault;
+    the same failures spread over more than the period are tolerated."""
+    c = make_core(emu, fault_after_errors=2, fault_window={'errors': 4, 'period': 1.0})
+    try:
+        connect(c)
+        enable(c, 0.0)
+        t = 0.0
+        for k in range(6):                   # error, good read, error, ... 0.35 s apart: <= 3 per 1 s
+            t += 0.35
+            c.submit_effort([0.0, 0.0], now=t)
+            fail_next_read(c, emu)
+            assert c.cycle(now=t) is None
+            c.submit_effort([0.0, 0.0], now=t + 0.01)
+            assert c.cycle(now=t + 0.01) is not None
+        assert c.state == ENABLED and c.read_errors_tolerated == 6
+        for k in range(4):                   # 4 errors within 0.1 s, each followed by a good read
+            t += 0.02
+            c.submit_effort([0.0, 0.0], now=t)
+            fail_next_read(c, emu)
+            assert c.cycle(now=t) is None
+            if c.state == FAULT:
+                break
+            c.submit_effort([0.0, 0.0], now=t + 0.01)
+            assert c.cycle(now=t + 0.01) is not None
+        assert c.state == FAULT and 'within 1 s' in c.last_fault, c.last_fault
+        assert k == 0  # the window already held 3 errors of the last 1 s (0.35 s apart): the 4th trips it
+    finally:
+        c.shutdown()
 
 
 def test_tolerated_errors_below_fault_threshold(emu):
@@ -322,7 +429,7 @@ def test_tolerated_errors_below_fault_threshold(emu):
     try:
         connect(c)
         for k in range(2):
-            emu.corrupt_next(1, 'truncate' if k else 'crc')
+            fail_next_read(c, emu)
             assert c.cycle(now=0.01 * (k + 1)) is None
         assert c.state == DISABLED and c.skipped_reads == 2
         assert c.cycle(now=0.03) is not None

@@ -24,6 +24,9 @@ from flexarm_control.bridge.servo_bus import (
 pytestmark = pytest.mark.timeout(60)
 
 KT = 1.5
+# reply timeout of the tests that do not test timeouts: an in-process emulator answers in ~1 ms, but on a
+# loaded 2-core machine its thread may wait for the CPU and the GIL far longer than the SDK's ~35 ms
+REPLY_TIMEOUT = 0.5
 
 
 def joints(ids=(1, 2), over=None):
@@ -47,8 +50,7 @@ def emu():
 
 @pytest.fixture
 def bus(emu):
-    # generous reply timeout: a loaded CI machine may stall the emulator thread > 34 ms
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=REPLY_TIMEOUT))
     b.open()
     yield b
     b.close()
@@ -80,7 +82,7 @@ def test_ping_configure_enable_disable(emu, bus):
 
 
 def test_ping_missing_servo_and_disable_reports_failures(emu):
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints((1, 2, 7))))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints((1, 2, 7)), read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         assert b.ping_all() == {1: 1020, 2: 1020, 7: None}
@@ -175,7 +177,7 @@ def test_effort_beyond_current_limit_is_clamped_and_counted(emu, bus):
 def test_write_positions_current_based_position_mode(emu):
     js = joints(over={1: dict(mode="current_position", position_limits=(-1.0, 0.5)),
                       2: dict(mode="current_position")})
-    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, js, read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, js, read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         b.configure()
@@ -272,7 +274,7 @@ def test_hardware_error_is_reported_and_torque_dropped(emu, bus):
 
 def test_periodic_hardware_status_poll(emu):
     b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), hw_status_period=3,
-                                 read_timeout=0.25))
+                                 read_timeout=REPLY_TIMEOUT))
     b.open()
     try:
         emu.servos[1].set(ct.HARDWARE_ERROR_STATUS, ct.HW_INPUT_VOLTAGE)  # silently, no alert bit path
@@ -286,7 +288,7 @@ def test_periodic_hardware_status_poll(emu):
 def test_lost_port_raises_and_reconnects(tmp_path):
     link = str(tmp_path / "ttyDXL")
     emu = ServoEmulator([1, 2], link_path=link)
-    b = ServoBus(ServoBusConfig(link, 1000000, joints(), read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(link, 1000000, joints(), read_timeout=REPLY_TIMEOUT))
     try:
         b.open()
         b.configure()
@@ -328,7 +330,7 @@ def test_custom_plant_hook_drives_present_values(emu):
 
     e = ServoEmulator([3, 4], plant=plant)
     js = [JointServoConfig("a", 3, torque_constant=KT), JointServoConfig("b", 4, torque_constant=KT)]
-    b = ServoBus(ServoBusConfig(e.port_name, 4000000, js, read_timeout=0.25))
+    b = ServoBus(ServoBusConfig(e.port_name, 4000000, js, read_timeout=REPLY_TIMEOUT))
     try:
         b.open()
         b.configure()
@@ -397,3 +399,128 @@ def test_emulator_counts_bad_instruction_packets(emu):
         assert emu.stats["packets_received"] == 1 and emu.stats["packets_served"] == 1
     finally:
         ser.close()
+
+
+# --- reply matching, late replies, blocking reads, the emulator's real-time plant --------------------
+def _counting_emulator():
+    """Emulator whose Present Position encodes how many SYNC_READs it has handled (1 rad each): a state
+    reply names the request it answers."""
+    made = []
+
+    def plant(dt, goals, torque_enabled):
+        n = len(goals.ids)
+        count = made[0].instruction_counts.get("SYNC_READ", 0) if made else 0
+        return np.full(n, float(count)), np.zeros(n), np.zeros(n)
+
+    made.append(ServoEmulator([1, 2], plant=plant))
+    return made[0]
+
+
+def test_late_replies_are_never_taken_as_later_answers():
+    """The emulator stalls (a descheduled process / a servo answering late): its replies arrive after the
+    bridge stopped waiting, while a later request waits. They are skipped (barrier + strict matching):
+    a state reply is never read as a ping answer (the reported 'servo model mismatch {1: 3233}'), and a
+    reading always answers the request that asked for it. Stall 1.0 s vs timeout 0.6 s: 0.4 s margins."""
+    emu = _counting_emulator()
+    js = [JointServoConfig("a", 1, torque_constant=KT), JointServoConfig("b", 2, torque_constant=KT)]
+    bus = ServoBus(ServoBusConfig(emu.port_name, 1000000, js, read_timeout=0.6, hw_status_period=0))
+    try:
+        bus.open()
+        r = bus.read_state()
+        assert r.ok and r.position == pytest.approx([1.0, 1.0], abs=0.01)
+        # a state read that times out, then a ping while its replies are still to come
+        emu.stall(1.0)
+        assert not bus.read_state().ok
+        models = bus.ping_all()
+        assert all(m in (None, 1020) for m in models.values()), models
+        assert wait_for(lambda: bus.ping_all() == {1: 1020, 2: 1020}, timeout=10.0)
+        # a state read that times out, then another state read while the first one's replies are to come
+        emu.stall(1.0)
+        assert not bus.read_state().ok
+        for _ in range(20):
+            r = bus.read_state()
+            if r.ok:
+                break
+        assert r.ok, r.error
+        newest = emu.instruction_counts["SYNC_READ"]
+        assert r.position == pytest.approx([newest, newest], abs=0.01)   # not the timed-out request's reply
+        print("\nlate replies skipped: %d, barriers answered: %d" % (bus.counters.stale_replies, bus.counters.resyncs))
+        assert bus.counters.resyncs >= 2
+    finally:
+        bus.close()
+        emu.close()
+
+
+def test_waiting_for_a_reply_does_not_busy_poll(emu):
+    """The SDK opens the port with timeout=0 and polls in a loop; the bus blocks in select instead, so a
+    reply timeout costs (almost) no CPU of the waiting thread - the CPU the servo emulator needs."""
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=0.3))
+    b.open()
+    try:
+        assert b.read_state().ok
+        emu.set_silent(True)
+        t0, c0 = time.monotonic(), time.thread_time()
+        assert not b.read_state().ok
+        wall, cpu = time.monotonic() - t0, time.thread_time() - c0
+        print("\nreply timeout: %.0f ms wall, %.1f ms CPU of the waiting thread" % (1e3 * wall, 1e3 * cpu))
+        assert wall >= 0.3 and cpu < 0.3 * wall
+    finally:
+        b.close()
+
+
+def test_emulator_plant_runs_in_real_time_while_idle():
+    """A real servo moves whether or not it is asked: the emulator advances its plant every plant_period
+    while idle, so the request after a long gap does not integrate the whole gap (1 s took ~40 ms, more
+    than the SDK's ~35 ms reply timeout: the first ping after a bridge start or a 1 s back-off failed)."""
+    calls = []
+
+    def plant(dt, goals, torque_enabled):
+        calls.append(dt)
+        n = len(goals.ids)
+        return np.zeros(n), np.zeros(n), np.zeros(n)
+
+    e = ServoEmulator([1], plant=plant, plant_period=0.01)
+    try:
+        t0 = time.monotonic()
+        time.sleep(1.0)
+        b = ServoBus(ServoBusConfig(e.port_name, 1000000, joints((1,)), read_timeout=REPLY_TIMEOUT))
+        b.open()
+        assert b.ping_all() == {1: 1020}
+        b.close()
+        elapsed = time.monotonic() - t0
+        print("\nidle 1 s: %d plant calls, largest step %.1f ms" % (len(calls), 1e3 * max(calls)))
+        assert max(calls) < 0.25                      # never the whole idle second at once
+        assert sum(calls) == pytest.approx(elapsed, abs=0.3)   # and no time lost
+    finally:
+        e.close()
+
+
+def test_a_reply_that_arrived_in_time_is_read_even_if_the_reader_was_late(emu, monkeypatch):
+    """The reader thread finds nothing, is then descheduled (or waits for the GIL) past the deadline while
+    the reply arrives: the reply was in time and must be taken, not a timeout. The SDK's rxPacket checks
+    the deadline after an empty read and declared a timeout here (~0.7 false timeouts per second in the
+    ROS node, whose executor thread holds the GIL)."""
+    import flexarm_control.bridge.servo_bus as sb
+    b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints(), read_timeout=REPLY_TIMEOUT))
+    b.open()
+    try:
+        assert b.read_state().ok
+        real_select = sb.select.select
+        late = []
+
+        class LateSelect:
+            @staticmethod
+            def select(r, w, x, timeout):
+                if not late:                  # first wait: return empty, then "run late" past the deadline
+                    late.append(timeout)
+                    time.sleep(REPLY_TIMEOUT + 0.3)
+                    return [], [], []
+                return real_select(r, w, x, timeout)
+
+        monkeypatch.setattr(sb, "select", LateSelect)
+        r = b.read_state()                    # the emulator answers at once; the reader wakes after the deadline
+        assert late and late[0] > 0
+        assert r.ok, r.error
+        assert b.counters.read_failures == 0
+    finally:
+        b.close()

@@ -1,18 +1,30 @@
-"""Command validation, clamping, watchdog and the lock-step inbox."""
+"""Command validation (the one rule), clamping, watchdog and the lock-step inbox."""
 import numpy as np
 
-from flexarm_sim.plant.commands import OK, TIMEOUT, WAITING, CommandGate, LockstepInbox, Throttle, check_effort
+from flexarm_sim.common.commands import LatestCommand, Throttle, check_command
+from flexarm_sim.plant.commands import OK, TIMEOUT, WAITING, CommandGate, LockstepInbox
 
 
-def test_check_effort():
+def test_check_command():
     lim = np.array([2.0, 1.0])
-    eff, reason, cl = check_effort([0.5, -0.5], lim)
+    eff, reason, cl = check_command([0.5, -0.5], -lim, lim)
     assert reason == '' and not cl and list(eff) == [0.5, -0.5]
-    eff, _, cl = check_effort([1e9, -1e9], lim)
+    eff, _, cl = check_command([1e9, -1e9], -lim, lim)
     assert cl and list(eff) == [2.0, -1.0]
+    eff, _, cl = check_command([5.0, -5.0], [0.0, -3.0], [1.0, 3.0])         # asymmetric bounds
+    assert cl and list(eff) == [1.0, -3.0]
     for bad in ([1.0], [1.0, 2.0, 3.0], [float('nan'), 0.0], [0.0, float('inf')], [], ['x', 1]):
-        eff, reason, _ = check_effort(bad, lim)
+        eff, reason, _ = check_command(bad, -lim, lim)
         assert eff is None and reason
+
+
+def test_latest_command_counts_and_keeps_the_previous_on_reject():
+    c = LatestCommand([-1.0, -1.0], [1.0, 1.0])
+    assert c.submit([0.5, 2.0], 1.0) == (True, 'clamped')
+    assert c.submit([float('nan'), 0.0], 2.0)[0] is False
+    value, t, seq = c.get()
+    assert list(value) == [0.5, 1.0] and t == 1.0 and seq == 1
+    assert (c.accepted, c.rejected, c.clamped) == (1, 1, 1)
 
 
 def test_gate_keeps_previous_command_on_reject_and_times_out():

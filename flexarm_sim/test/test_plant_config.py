@@ -1,79 +1,99 @@
-"""Plant parameters: validation names the parameter; run-time changes; plant.yaml = defaults."""
+"""Plant parameters: the table validates and names the parameter; rules against the arm; plant.yaml is generated
+from the table; run-time changes can only tighten the safety limits."""
 import os
 
 import pytest
 import yaml
 
-from flexarm_sim.plant.config import PARAMETERS, RUNTIME, ConfigError, PlantConfig, validate
+from flexarm_sim.common.params import DERIVED, ConfigError, flatten
+from flexarm_sim.model import load_model
+from flexarm_sim.plant import config
+from flexarm_sim.plant.config import TABLE, check_against_arm, resolved
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+ARMS = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms')
 
 
-def _flat(d, prefix=''):
-    for k, v in d.items():
-        if isinstance(v, dict):
-            yield from _flat(v, prefix + k + '.')
-        else:
-            yield prefix + k, v
+@pytest.fixture(scope='module')
+def deluca():
+    return load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
 
 
-def test_plant_yaml_lists_every_parameter_with_its_default():
-    with open(os.path.join(ROOT, 'flexarm_bringup', 'config', 'plant.yaml')) as f:
-        params = dict(_flat(yaml.safe_load(f)['plant']['ros__parameters']))
-    assert set(params) == set(PARAMETERS)
-    assert PlantConfig.from_mapping(params).values == PlantConfig().values
+def test_shipped_plant_yaml_is_the_table_rendered():
+    path = os.path.join(ROOT, 'flexarm_bringup', 'config', 'plant.yaml')
+    with open(path) as f:
+        text = f.read()
+    assert text == config.render(), 'regenerate: python -m flexarm_sim.plant.config > flexarm_bringup/config/plant.yaml'
+    params = flatten(yaml.safe_load(text)['plant']['ros__parameters'])
+    assert set(params) == set(TABLE)
+    # as rcl reads it: an empty list is "not set" (None) -> the table's default
+    as_rcl = {k: (None if v == [] else v) for k, v in params.items()}
+    assert TABLE.from_mapping(as_rcl) == TABLE.defaults()
 
 
 @pytest.mark.parametrize('name,value', [
-    ('loop_rate', -5.0), ('loop_rate', 0), ('loop_rate', 'fast'), ('loop_rate', float('nan')),
+    ('loop_rate', -5.0), ('loop_rate', 0), ('loop_rate', 'fast'), ('loop_rate', float('nan')), ('loop_rate', 1e9),
     ('time_mode', 'turbo'), ('integrator', 'euler'), ('substeps', -1), ('substeps', 1.5),
     ('command_timeout', 0.0), ('effort_limits', [1.0, -2.0]), ('effort_limits', [1.0, float('nan')]),
-    ('publish_rates.state', -1.0), ('publish_rates.diagnostics', 0.0), ('real_time_factor', -0.5),
-    ('initial.position', ['a']), ('arm', ''), ('markers.centerline_points', 1), ('loop_rate', True),
+    ('effort_limits', [float('inf'), 1.0]), ('publish_rates.state', -1.0), ('publish_rates.diagnostics', 0.0),
+    ('publish_rates.diagnostics', 1e9), ('publish_rates.joint_states', 2.0 ** 62), ('real_time_factor', -0.5),
+    ('lockstep.republish_period', 1e-12), ('initial.position', ['a']), ('arm', ''),
+    ('markers.centerline_points', 1), ('loop_rate', True), ('divergence.max_abs_position', float('inf')),
 ])
 def test_bad_values_raise_naming_the_parameter(name, value):
     with pytest.raises(ConfigError) as e:
-        PlantConfig.from_mapping({name: value})
+        TABLE.from_mapping({name: value})
     assert e.value.name.startswith(name)
     assert name in str(e.value)
 
 
-def test_ints_accepted_for_floats_and_unknown_rejected():
-    c = PlantConfig.from_mapping({'loop_rate': 2000, 'effort_limits': [1, 2]})
-    assert c['loop_rate'] == 2000.0 and isinstance(c['loop_rate'], float)
-    assert c['effort_limits'] == [1.0, 2.0]
+def test_ints_accepted_for_floats_unknown_rejected_not_set_is_the_default():
+    v = TABLE.from_mapping({'loop_rate': 2000, 'effort_limits': [1, 2], 'initial.position': None})
+    assert v['loop_rate'] == 2000.0 and isinstance(v['loop_rate'], float)
+    assert v['effort_limits'] == [1.0, 2.0]
+    assert v['initial.position'] is DERIVED
     with pytest.raises(ConfigError, match='loop_rat'):
-        PlantConfig.from_mapping({'loop_rat': 5.0})
-    assert validate('effort_limits', [float('inf')]) == [float('inf')]
+        TABLE.from_mapping({'loop_rat': 5.0})
 
 
-def test_runtime_changes():
-    c = PlantConfig()
-    c2 = c.with_changes({'command_timeout': 0.2, 'publish_rates.markers': 10})
-    assert c2['command_timeout'] == 0.2 and c['command_timeout'] == 0.5
+def test_runtime_changes_validated_and_read_only_refused():
+    v = TABLE.defaults()
+    v2 = TABLE.with_changes(v, {'command_timeout': 0.2, 'publish_rates.markers': 10})
+    assert v2['command_timeout'] == 0.2 and v['command_timeout'] == 0.5
     with pytest.raises(ConfigError, match='read-only'):
-        c.with_changes({'loop_rate': 500.0})
+        TABLE.with_changes(v, {'loop_rate': 500.0})
     with pytest.raises(ConfigError, match='command_timeout'):
-        c.with_changes({'command_timeout': -1.0})
-    assert 'effort_limits' in RUNTIME and 'real_time_factor' in RUNTIME and 'arm' not in RUNTIME
+        TABLE.with_changes(v, {'command_timeout': -1.0})
+    assert {'effort_limits', 'real_time_factor'} <= TABLE.runtime and 'arm' not in TABLE.runtime
 
 
-def test_array_lengths_checked_against_the_arm():
-    c = PlantConfig.from_mapping({'initial.position': [0.1, 0.2, 0.3]})
-    with pytest.raises(ConfigError, match='initial.position'):
-        c.check_against_arm(2, 4)
-    PlantConfig.from_mapping({'initial.modal_position': [0.0] * 4}).check_against_arm(2, 4)
-    with pytest.raises(ConfigError, match='effort_limits'):
-        PlantConfig.from_mapping({'effort_limits': [1.0]}).check_against_arm(2, 4)
+def test_rules_against_the_arm(deluca):
+    base = TABLE.defaults()
+    check_against_arm(base, deluca)
+    r = resolved(base, deluca)
+    assert r['initial.position'] == [0.0, 0.0] and r['initial.modal_position'] == [0.0] * 4
+    assert r['effort_limits'] == [2.0, 2.0]
+    for name, value in (('initial.position', [0.1, 0.2, 0.3]), ('effort_limits', [1.0]),
+                        ('effort_limits', [2.5, 1.0]),                  # above the arm file's 2 N m: refused
+                        ('publish_rates.state', 2000.0),                # above loop_rate
+                        ('publish_rates.joint_states', 5000.0)):
+        with pytest.raises(ConfigError, match=name.replace('[', r'\[')):
+            check_against_arm(dict(base, **{name: value}), deluca)
+    check_against_arm(dict(base, effort_limits=[1.0, 2.0]), deluca)        # tightening is fine
+    lock = dict(base, time_mode='lockstep')
+    check_against_arm(dict(lock, **{'publish_rates.state': 250.0}), deluca)
+    with pytest.raises(ConfigError, match='publish_rates.state'):
+        check_against_arm(dict(lock, **{'publish_rates.state': 300.0}), deluca)   # 1000/300: not whole steps
 
 
-def test_servo_parameters_are_cross_checked():
-    base = {'servo.enabled': True, 'servo.kp': [1.0, 2.0], 'servo.kv': [0.1, 0.2]}
-    PlantConfig.from_mapping(base).check_against_arm(2, 4)
+def test_servo_parameters_are_cross_checked(deluca):
+    base = dict(TABLE.defaults(), **{'servo.enabled': True, 'servo.kp': [1.0, 2.0], 'servo.kv': [0.1, 0.2]})
+    check_against_arm(base, deluca)
     with pytest.raises(ConfigError, match='servo.kv'):
-        PlantConfig.from_mapping(dict(base, **{'servo.kv': [0.1]})).check_against_arm(2, 4)
+        check_against_arm(dict(base, **{'servo.kv': [0.1]}), deluca)
+    with pytest.raises(ConfigError, match='servo.kv'):
+        check_against_arm(dict(base, **{'servo.kv': DERIVED}), deluca)      # required when enabled
     with pytest.raises(ConfigError, match='servo.kp'):
-        PlantConfig.from_mapping(dict(base, **{'servo.kp': [1.0, -2.0]}))
+        TABLE.from_mapping({'servo.kp': [1.0, -2.0]})
     with pytest.raises(ConfigError, match='servo.enabled'):
-        PlantConfig.from_mapping(dict(base, time_mode='lockstep')).check_against_arm(2, 4)
-    PlantConfig.from_mapping({'servo.kp': [1.0]}).check_against_arm(2, 4)      # unused while disabled
+        check_against_arm(dict(base, time_mode='lockstep'), deluca)

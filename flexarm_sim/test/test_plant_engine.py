@@ -108,21 +108,3 @@ def test_quaternion():
         R = Rotation.from_quat(q).as_matrix()
         got = quaternion_xyzw(R)
         assert np.allclose(got, q if q[3] >= 0 else -q)
-
-
-def test_messages_from_arrays(deluca):
-    from flexarm_sim.plant import messages
-    out = ArmOutputs(deluca)
-    z = np.array([0.1, 0.01, 0.0, -0.2, 0.003, 0.0])
-    zd = np.zeros(6)
-    msg = messages.flex_state(out, z, zd, np.array([0.1, 0.2]), 7, 1_500_000_000, 'base_link')
-    assert msg.step == 7 and msg.header.stamp.sec == 1 and msg.header.stamp.nanosec == 500_000_000
-    assert list(msg.position) == [0.1, -0.2] and [ld.link_name for ld in msg.links] == ['shoulder_link', 'elbow_link']
-    assert msg.links[0].tip_deflection.y == pytest.approx(out.links[0].phi_tip[1] @ z[1:3])
-    assert msg.elastic_energy == pytest.approx(sum(ld.elastic_energy for ld in msg.links))
-    mk = messages.markers(out, z, [np.zeros(3), np.ones(3)], 0, 'base_link')
-    assert len(mk.markers) == 4 and len(mk.markers[0].points) == 21
-    js = messages.joint_state(['a', 'b'], z[[0, 3]], zd[[0, 3]], np.zeros(2), 5)
-    assert list(js.position) == [0.1, -0.2]
-    d = messages.diagnostics('x', 'y', 'warn', 'm', {'a': 1.5, 'b': 'c'}, 0)
-    assert d.status[0].values[0].value == '1.5'

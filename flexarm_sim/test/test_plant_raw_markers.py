@@ -1,5 +1,5 @@
 """MarkerEncoder (plant/raw_markers.py): its bytes deserialize to exactly the message the plant would otherwise
-build (messages.markers_from_geometry), for any geometry, stamp and trail fill, and are as long as rclpy's own
+build (markers_from_geometry), for any geometry, stamp and trail fill, and are as long as rclpy's own
 serialization of it (byte equality does not hold: CDR alignment padding is left uninitialised by the serializer)."""
 import os
 
@@ -9,9 +9,8 @@ from rclpy.serialization import deserialize_message, serialize_message
 from visualization_msgs.msg import MarkerArray
 
 from flexarm_sim.model import load_model
-from flexarm_sim.plant import messages
 from flexarm_sim.plant.outputs import ArmOutputs
-from flexarm_sim.plant.raw_markers import MarkerEncoder
+from flexarm_sim.plant.raw_markers import MarkerEncoder, markers_from_geometry
 
 ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
 
@@ -36,7 +35,7 @@ def test_encoded_markers_equal_serialized_message(arm, trail_length):
         else:
             recent = list(history[:n_trail][-trail_length:])
             trail = [recent[0]] * (trail_length - len(recent)) + recent
-        want = messages.markers_from_geometry(joints, lines, tip, trail, t_ns, 'world')
+        want = markers_from_geometry(joints, lines, tip, trail, t_ns, 'world')
         back = deserialize_message(got, MarkerArray)
         ref = serialize_message(want)
         assert back == deserialize_message(ref, MarkerArray)      # (float32 colours compare after a round trip)

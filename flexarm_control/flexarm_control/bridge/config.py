@@ -10,16 +10,20 @@ YAML form (nested keys become dotted ROS parameter names, e.g. ``joints.shoulder
         loop_rate: 250.0
         command_timeout: 0.2
         watchdog_action: torque_off        # or hold_position
-        reconnect: {initial_delay: 0.1, max_delay: 5.0, multiplier: 2.0}
+        fault_after_errors: 3              # failed reads in a row -> fault (torque off)
+        fault_window: {errors: 10, period: 1.0}   # or this many failed reads within period s
+        reconnect: {initial_delay: 0.1, max_delay: 1.0, multiplier: 2.0}
         joint_names: [shoulder, elbow]     # joint order of /joint_states and of the commands
         joints:
           shoulder: {servo_id: 1, mode: current, torque_constant: 1.78, ...}
           elbow:    {servo_id: 2, ...}
 
-``BridgeConfig.from_mapping(flat)`` validates a flat ``{dotted name: value}`` mapping (what a ROS node
-sees) and raises :class:`ConfigError` naming the offending parameter; unknown names are errors
-(typos must not silently fall back to a default). flexarm_bringup/config/hardware_bridge.yaml is the
-documented example.
+The parameters are one table per node, the project's mechanism (flexarm_sim.common.params): TABLE for the bridge
+and JOINT_TABLE for each joint, expanded by `table_for(joint_names)` into ``joints.<joint>.<key>`` entries; the
+node declares that table (flexarm_sim.ros.parameters.NodeParams). ``BridgeConfig.from_mapping(flat)`` validates a
+flat ``{dotted name: value}`` mapping and the rules across parameters, and raises :class:`ConfigError` naming the
+offending parameter; unknown names are errors (typos must not silently fall back to a default).
+flexarm_bringup/config/hardware_bridge.yaml is generated from the tables (an example with two joints).
 """
 from __future__ import annotations
 
@@ -27,19 +31,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from flexarm_sim.params import ConfigError, choice, float_range, integer, number, string
+from flexarm_sim.common.params import (ConfigError, Param, ParamTable, boolean, choice, float_range, ignored,
+                                       integer, number, string)
 
 from . import control_table as ct
 from .servo_bus import JointServoConfig, ServoBusConfig, current_limit_raw
 
-BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000)
+BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)   # the vendor SDK's; not 4.5 Mbps
 WATCHDOG_ACTIONS = ('torque_off', 'hold_position')
 JOINT_MODES = ('current', 'current_position')
-IGNORED = ('use_sim_time', 'start_type_description_service')
-IGNORED_PREFIXES = ('qos_overrides.',)
-
-
-_string = string()          # validators: flexarm_sim.params (shared with the plant)
+_string = string()
 
 
 def _names(value, name):
@@ -56,6 +57,9 @@ def _names(value, name):
     return out
 
 
+_names.text = 'list of joint names (no "." or "/")'
+
+
 def _pair(value, name):
     if isinstance(value, (str, bytes)) or not hasattr(value, '__iter__'):
         raise ConfigError(name, f'expected [low, high], got {value!r}')
@@ -65,6 +69,9 @@ def _pair(value, name):
     return (v[0], v[1])
 
 
+_pair.text = '[low, high], low < high'
+
+
 def _direction(value, name):
     v = integer()(value, name)
     if v not in (1, -1):
@@ -72,14 +79,19 @@ def _direction(value, name):
     return v
 
 
-@dataclass(frozen=True)
-class Param:
-    default: object
-    check: object
-    doc: str
+_direction.text = '1 | -1'
 
 
-PARAMETERS: Dict[str, Param] = {
+def _frame(value, name):
+    if not isinstance(value, str):
+        raise ConfigError(name, f'expected a string, got {value!r}')
+    return value
+
+
+_frame.text = 'string'
+
+
+TABLE = ParamTable('hardware_bridge', {
     'port': Param('/dev/ttyUSB0', _string, 'serial device (prefer a /dev/serial/by-id/... link)'),
     'baud_rate': Param(1000000, integer(choices=BAUD_RATES), 'bus baud rate; must match every servo'),
     'model': Param('XM430-W350', choice(tuple(sorted(ct.MODELS))), 'servo model (units, current limit)'),
@@ -92,21 +104,28 @@ PARAMETERS: Dict[str, Param] = {
     'hold_gains.kd': Param(0.2, float_range(lo=0.0), 'N m s/rad, bridge-side hold for current-mode joints'),
     'read_timeout': Param(0.0, float_range(lo=0.0, hi=1.0),
                           's per GroupSyncRead reply; 0 = SDK default (~34 ms incl. latency timer)'),
-    'fault_after_errors': Param(1, integer(lo=1, hi=1000),
+    'fault_after_errors': Param(3, integer(lo=1, hi=1000),
                                 'consecutive failed reads (timeout/CRC) that make a fault; 1 = any'),
+    'fault_window.errors': Param(10, integer(lo=0, hi=100000),
+                                 'failed reads within fault_window.period that make a fault (0 = no window rule)'),
+    'fault_window.period': Param(1.0, float_range(lo=0.0, lo_open=True, hi=3600.0),
+                                 's, the sliding window of fault_window.errors'),
     'hardware_status_period': Param(50, integer(lo=0, hi=100000),
                                     'cycles between Hardware Error Status polls (0 = only on alert bit)'),
     'reconnect.initial_delay': Param(0.1, float_range(lo=0.0, lo_open=True, hi=60.0), 's before the first attempt'),
-    'reconnect.max_delay': Param(5.0, float_range(lo=0.0, lo_open=True, hi=3600.0), 's, back-off cap'),
+    'reconnect.max_delay': Param(1.0, float_range(lo=0.0, lo_open=True, hi=3600.0),
+                                 's, back-off cap (reconnect within about this long of the servos answering)'),
     'reconnect.multiplier': Param(2.0, float_range(lo=1.0, hi=10.0), 'back-off growth per failed attempt'),
     'reconnect.max_attempts': Param(0, integer(lo=0), 'give up after this many failed attempts (0 = never)'),
+    'prompt_write': Param(True, boolean(),
+                          'write a command as soon as it answers the published reading (within half a period) '
+                          'instead of at the next cycle: one period less delay in the loop'),
     'diagnostics_period': Param(1.0, float_range(lo=0.05, hi=60.0), 's between /diagnostics messages'),
-    'frame_id': Param('', lambda v, n: v if isinstance(v, str) else _string(v, n),
-                      'header.frame_id of /joint_states'),
-    'joint_names': Param(None, _names, 'joint order of /joint_states and of the command arrays'),
-}
+    'frame_id': Param('', _frame, 'header.frame_id of /joint_states'),
+    'joint_names': Param(None, _names, 'joint order of /joint_states and of the command arrays (required)'),
+})
 
-JOINT_PARAMETERS: Dict[str, Param] = {
+JOINT_TABLE = ParamTable('joints.<joint>', {
     'servo_id': Param(None, integer(lo=0, hi=252), 'Dynamixel ID (0-252)'),
     'mode': Param('current', choice(JOINT_MODES),
                   'current (torque control, /effort_controller/commands) | current_position '
@@ -120,7 +139,17 @@ JOINT_PARAMETERS: Dict[str, Param] = {
     'current_limit': Param(1.0, float_range(lo=0.0, lo_open=True, hi=20.0), 'A, motor side (<= model maximum)'),
     'effort_limit': Param(0.0, float_range(lo=0.0, hi=1000.0),
                           'N m, joint side; 0 = current_limit x torque_constant x gear_ratio'),
-}
+})
+PARAMETERS = TABLE.params
+JOINT_PARAMETERS = JOINT_TABLE.params
+
+
+def table_for(joint_names) -> ParamTable:
+    """The bridge's whole table for these joints: TABLE + joints.<joint>.<key> for each joint."""
+    params = dict(TABLE.params)
+    for jn in joint_names:
+        params.update({f'joints.{jn}.{k}': p for k, p in JOINT_TABLE.params.items()})
+    return ParamTable('hardware_bridge', params)
 
 
 @dataclass
@@ -160,7 +189,7 @@ class BridgeConfig:
         vals = {k: p.default for k, p in PARAMETERS.items()}
         per_joint: Dict[str, Dict[str, object]] = {}
         for name, value in mapping.items():
-            if name in IGNORED or name.startswith(IGNORED_PREFIXES):
+            if ignored(name) or value is None:          # None: not set (rcl) -> the default / required
                 continue
             if name.startswith('joints.'):
                 parts = name.split('.')

@@ -1,6 +1,6 @@
 """ROS-free core of the hardware bridge: state machine, command gate, watchdog, limits, back-off.
 
-The ROS node (node.py) is a thin adapter: it feeds commands in (:meth:`BridgeCore.submit_effort`,
+The ROS node (ros_node.py) is a thin adapter: it feeds commands in (:meth:`BridgeCore.submit_effort`,
 :meth:`BridgeCore.submit_position`, from the executor thread), posts service requests
 (:meth:`BridgeCore.request`) and calls :meth:`BridgeCore.cycle` from its own fixed-rate thread; every
 bus access happens inside ``cycle`` (one thread owns the serial port).
@@ -9,13 +9,24 @@ States::
 
     RECONNECTING --(port open, all servos ping, no hardware error, configured, one good read)--> DISABLED
     DISABLED --~/enable--> ENABLED --~/disable or watchdog (torque_off)--> DISABLED
-    any --(failed read: timeout / CRC / lost port; hardware error bit; failed write)--> FAULT
+    any --(read-error policy below; lost port; hardware error bit; failed write)--> FAULT
     FAULT: torque off on every servo that answers, then after the back-off delay --> RECONNECTING
+
+Read-error policy: one failed read (reply timeout, bad CRC, truncated or stale reply) is not a fault.
+The cycle publishes nothing and writes nothing (the servos keep the previous goal for that cycle),
+the error is counted (``read_failures``/``crc_errors``, ``read_errors_tolerated`` in /diagnostics),
+and the next read starts with a bus re-synchronisation (servo_bus.py). A FAULT follows when either
+
+* ``fault_after_errors`` reads fail in a row (default 3: at 250 Hz and the SDK's ~35 ms reply
+  timeout, about 0.1-0.2 s without a valid reading), or
+* ``fault_window.errors`` reads fail within any ``fault_window.period`` seconds (default 10 in 1 s:
+  a bus that keeps losing replies, even if never three in a row).
 
 * The bridge starts in RECONNECTING (first attempt at once) and ends every recovery in DISABLED:
   torque is never switched on except by ``~/enable``.
-* Reconnect attempts are spaced ``initial_delay * multiplier**k`` (capped at ``max_delay``) after
-  the k-th consecutive failure. A servo with a Hardware Error Status makes the attempt fail until
+* Reconnect attempts are spaced ``initial_delay * multiplier**k`` (capped at ``max_delay``, default
+  1 s, so the bridge reconnects within about 1 s of the servos answering again) after the k-th
+  consecutive failure. A servo with a Hardware Error Status makes the attempt fail until
   it is rebooted (``~/reboot`` service / power cycle); the firmware keeps its torque off meanwhile.
 * Readings: only complete, CRC-checked readings (``JointReading.ok``) are returned for publication,
   each exactly once; a failed cycle returns nothing (the joint state simply pauses).
@@ -45,12 +56,13 @@ import math
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from flexarm_sim.plant.commands import check_effort
+from flexarm_sim.common.commands import LatestCommand
 
 from . import control_table as ct
 from .config import BridgeConfig
@@ -75,54 +87,6 @@ class Backoff:
 
     def schedule(self, n: int) -> List[float]:
         return [self.delay(k) for k in range(n)]
-
-
-# Command validation shared with the plant: one finite value per joint, clamped to +-limits.
-check_values = check_effort
-
-
-class CommandGate:
-    """Latest valid command of one topic (thread-safe). Values are checked against [lo, hi]."""
-
-    def __init__(self, lo, hi):
-        self._lock = threading.Lock()
-        self.lo = np.asarray(lo, float)
-        self.hi = np.asarray(hi, float)
-        self.n = self.lo.size
-        self.value = np.zeros(self.n)
-        self.t = -math.inf          # monotonic time of the latest valid command
-        self.seq = 0                # count of valid commands
-        self.accepted = self.rejected = self.clamped = 0
-        self.last_reject_reason = ''
-
-    def submit(self, values, now: float):
-        try:
-            arr = np.asarray(values, dtype=float)
-        except (TypeError, ValueError):
-            arr = None
-        with self._lock:
-            if arr is None:
-                reason = 'not numeric'
-            elif arr.ndim != 1 or arr.shape[0] != self.n:
-                reason = f'expected {self.n} values, got {arr.size}'
-            elif not np.all(np.isfinite(arr)):
-                reason = 'non-finite value'
-            else:
-                clipped = np.minimum(np.maximum(arr, self.lo), self.hi)
-                was_clamped = bool(np.any(clipped != arr))
-                self.value = clipped
-                self.t = now
-                self.seq += 1
-                self.accepted += 1
-                self.clamped += was_clamped
-                return True, 'clamped' if was_clamped else ''
-            self.rejected += 1
-            self.last_reject_reason = reason
-            return False, reason
-
-    def get(self):
-        with self._lock:
-            return self.value.copy(), self.t, self.seq
 
 
 @dataclass
@@ -188,14 +152,19 @@ class BridgeCore:
         self.vel_limit = np.array([j.velocity_limit for j in self.joints])
         # Goal Current written to current_position joints: their bound, in joint torque (+ after direction)
         self._position_bound = np.array([j.direction * j.effort_limit * (1 - 1e-9) for j in self.joints])
-        self.effort_gate = CommandGate(-self.effort_limit, self.effort_limit)
-        self.position_gate = CommandGate(self.pos_lo, self.pos_hi)
+        self._arrived = threading.Condition()
+        self.effort_gate = LatestCommand(-self.effort_limit, self.effort_limit, self._arrived)
+        self.position_gate = LatestCommand(self.pos_lo, self.pos_hi, self._arrived)
         self.backoff = Backoff(config['reconnect.initial_delay'], config['reconnect.max_delay'],
                                config['reconnect.multiplier'])
         self.timeout = config['command_timeout']
         self.action = config['watchdog_action']
         self.kp, self.kd = config['hold_gains.kp'], config['hold_gains.kd']
         self.fault_after = config['fault_after_errors']
+        self.window_errors = config['fault_window.errors']
+        self.window_period = config['fault_window.period']
+        self._error_times: deque = deque()
+        self.read_errors_tolerated = 0
         self.max_attempts = config['reconnect.max_attempts']
 
         self.state = RECONNECTING
@@ -207,7 +176,8 @@ class BridgeCore:
         self.fault_count = 0
         self.fault_time = -math.inf
         self.torque_off_failed: Dict[int, str] = {}
-        self.failed_attempts = 0
+        self.failed_attempts = 0          # since the last fault / success (drives the back-off)
+        self.failed_attempts_total = 0
         self.next_attempt = -math.inf     # first attempt at once
         self.last_attempt_error = ''
         self.gave_up = False
@@ -217,26 +187,84 @@ class BridgeCore:
         self.skipped_reads = 0
         self.limit_interventions = 0
         self.readings_published = 0
+        self.prompt_writes = 0
+        self._latency = [0.0, 0, 0.0]     # sum, count, max of the reading age at command arrival (window)
         self.last_reading: Optional[JointReading] = None
         self.last_stamp = -math.inf
         self.last_command = np.zeros(self.n)
         self.stats = CycleStats()
         self._requests: 'queue.Queue[Request]' = queue.Queue()
+        self._shut_down = False
         self._seq_seen = (0, 0)
 
     # ------------------------------------------------------------------ inputs (any thread)
     def submit_effort(self, values, now: Optional[float] = None):
-        return self.effort_gate.submit(values, self.clock() if now is None else now)
+        return self._submit(self.effort_gate, values, now)
 
     def submit_position(self, values, now: Optional[float] = None):
-        return self.position_gate.submit(values, self.clock() if now is None else now)
+        """Set-points in rad, one per joint (current_position joints), optionally followed by one rate per joint
+        (what flexarm's pd_servo sends with command_interface position: the rates are for a plant-side servo; the
+        servos' own position loop has no rate input, so they are ignored here)."""
+        n = self.position_gate.n
+        try:
+            if len(values) == 2 * n:
+                values = values[:n]
+        except TypeError:
+            pass
+        return self._submit(self.position_gate, values, now)
+
+    def _submit(self, gate, values, now):
+        t = self.clock() if now is None else now
+        ok, reason = gate.submit(values, t)
+        r = self.last_reading
+        if ok and now is None and r is not None:
+            age = time.monotonic() - r.stamp   # age of the newest reading when its answer arrives
+            lat = self._latency
+            lat[0] += age
+            lat[1] += 1
+            lat[2] = max(lat[2], age)
+        return ok, reason
+
+    def command_seq(self):
+        """Counts of valid commands so far (effort, position); see :meth:`wait_for_command`."""
+        return self.effort_gate.seq, self.position_gate.seq
+
+    def wait_for_command(self, seq, timeout: float) -> bool:
+        """Wait until a valid command newer than *seq* (from :meth:`command_seq`) arrived, at most *timeout* s."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.command_seq() != seq, timeout)
+
+    def write_now(self, now: Optional[float] = None) -> bool:
+        """Write the newest command at once, against the last reading (ENABLED only; loop thread).
+        With prompt writes a command reaches the servos when it arrives, not one cycle later."""
+        now = self.clock() if now is None else now
+        if self.state != ENABLED or self.last_reading is None:
+            return False
+        try:
+            ok = self._write(self.last_reading, now)
+        except BusError as e:
+            self._fault(f'port lost during write: {e}', now)
+            return False
+        if not ok:
+            self._fault('sync write failed', now)
+            return False
+        self.prompt_writes += 1
+        return True
 
     def request(self, kind: str, timeout: float = 5.0) -> Request:
-        """Post 'enable' | 'disable' | 'reboot' to the cycle thread and wait for the outcome."""
+        """Post 'enable' | 'disable' | 'reboot' to the cycle thread and wait for the outcome
+        (refused at once once :meth:`shutdown` has run)."""
         req = Request(kind)
+        if self._shut_down:
+            req.success, req.message = False, f'{kind}: the bridge is shutting down'
+            return req
         self._requests.put(req)
-        if not req.done.wait(timeout):
-            req.success, req.message = False, f'{kind}: no answer from the bridge loop within {timeout:g} s'
+        deadline = time.monotonic() + timeout
+        while not req.done.wait(0.05):
+            if self._shut_down or time.monotonic() >= deadline:
+                req.success, req.message = False, (f'{kind}: the bridge is shutting down' if self._shut_down else
+                                                   f'{kind}: no answer from the bridge loop within {timeout:g} s')
+                break
         return req
 
     @property
@@ -264,10 +292,7 @@ class BridgeCore:
             self._fault(f'port lost: {e}', now)
             return None
         if not reading.ok:
-            self.consecutive_errors += 1
-            self.skipped_reads += 1
-            if self.consecutive_errors >= self.fault_after:
-                self._fault(f'read failed: {reading.error}', now)
+            self._read_error(reading, now)
             return None
         self.consecutive_errors = 0
         if reading.alert:
@@ -289,6 +314,26 @@ class BridgeCore:
                 self._fault('sync write failed', now)
         self.stats.record(now, time.perf_counter() - t0, time.process_time() - c0)
         return self._fresh(reading)
+
+    def _read_error(self, reading: JointReading, now: float):
+        """Apply the read-error policy (module docstring) to one failed read."""
+        self.consecutive_errors += 1
+        self.skipped_reads += 1
+        self._error_times.append(now)
+        times = self._errors_within_window(now)
+        if self.consecutive_errors >= self.fault_after:
+            self._fault(f'read failed {self.consecutive_errors} time(s) in a row: {reading.error}'
+                        if self.fault_after > 1 else f'read failed: {reading.error}', now)
+        elif self.window_errors and len(times) >= self.window_errors:
+            self._fault(f'{len(times)} failed reads within {self.window_period:g} s (last: {reading.error})', now)
+        else:
+            self.read_errors_tolerated += 1
+
+    def _errors_within_window(self, now: float) -> deque:
+        times = self._error_times
+        while times and times[0] <= now - self.window_period:
+            times.popleft()
+        return times
 
     def _fresh(self, reading: JointReading) -> Optional[JointReading]:
         """Each reading is handed out once, with a strictly increasing stamp."""
@@ -413,6 +458,7 @@ class BridgeCore:
                 raise BusError('hardware alert in first read')
         except BusError as e:
             self.failed_attempts += 1
+            self.failed_attempts_total += 1
             self.last_attempt_error = str(e)
             try:
                 bus.close()
@@ -432,6 +478,7 @@ class BridgeCore:
         self.connected_once = True
         self.failed_attempts = 0
         self.consecutive_errors = 0
+        self._error_times.clear()
         self.last_attempt_error = ''
         self.last_stamp = max(self.last_stamp, r.stamp)   # the probe read is not published
         self.log('info', f'connected to {len(bus.ids)} servo(s) on {bus.config.port}; torque off (call ~/enable)')
@@ -510,6 +557,7 @@ class BridgeCore:
         """Bridge-level values for /diagnostics (plain types)."""
         c = self.bus.counters
         io_mean, io_max, cpu_mean, cpu_max = self.stats.take_window()
+        lat, self._latency = self._latency, [0.0, 0, 0.0]
         now = self.clock()
         v = {
             'state': self.state,
@@ -529,8 +577,16 @@ class BridgeCore:
             'write_failures': c.write_failures,
             'port_errors': c.port_errors,
             'hardware_alerts': c.hw_alerts,
+            'stale_replies': c.stale_replies,
+            'bus_resyncs': c.resyncs,
             'skipped_reads': self.skipped_reads,
+            'read_errors_tolerated': self.read_errors_tolerated,
+            'consecutive_read_errors': self.consecutive_errors,
+            'read_errors_in_window': sum(1 for t in list(self._error_times) if t > now - self.window_period),
             'readings_published': self.readings_published,
+            'prompt_writes': self.prompt_writes,
+            'command_latency_mean_ms': round(1e3 * lat[0] / lat[1], 3) if lat[1] else -1.0,
+            'command_latency_max_ms': round(1e3 * lat[2], 3) if lat[1] else -1.0,
             'commands_accepted': self.effort_gate.accepted + self.position_gate.accepted,
             'commands_rejected': self.commands_rejected,
             'commands_clamped': self.commands_clamped,
@@ -543,6 +599,7 @@ class BridgeCore:
             'torque_off_unconfirmed': ' '.join(map(str, sorted(self.torque_off_failed))),
             'reconnects': self.reconnects,
             'reconnect_failed_attempts': self.failed_attempts,
+            'reconnect_failed_attempts_total': self.failed_attempts_total,
             'reconnect_last_error': self.last_attempt_error,
             'reconnect_next_in_s': round(max(0.0, self.next_attempt - now), 3)
             if self.state in (FAULT, RECONNECTING) and not self.gave_up else -1.0,
@@ -587,7 +644,11 @@ class BridgeCore:
         return out
 
     def shutdown(self):
-        """Torque off and close (called once, from the loop thread or after it stopped)."""
+        """Torque off and close the port; refuse further requests. From the thread that runs cycle()
+        (or after it ended); a second call does nothing."""
+        if self._shut_down:
+            return
+        self._shut_down = True
         try:
             if self.bus.is_open:
                 self.bus.disable()
@@ -596,3 +657,10 @@ class BridgeCore:
         finally:
             self.bus.close()
         self.state = DISABLED
+        while True:                       # requests nobody will serve any more
+            try:
+                req = self._requests.get_nowait()
+            except queue.Empty:
+                break
+            req.success, req.message = False, f'{req.kind}: the bridge is shutting down'
+            req.done.set()

@@ -15,7 +15,12 @@ limit error; Operating Mode values are range checked.
 Motion comes from a *plant*: ``plant(dt, goals, torque_enabled) ->
 (positions_rad, velocities_rad_s, currents_A)`` (arrays ordered like
 ``goals.ids``), called before each request is handled with the wall time since
-the previous call.  ``goals`` is a :class:`PlantGoals` with the operating mode,
+the previous call, and every ``plant_period`` seconds while no request comes:
+like a real servo, the emulated one moves in real time whether or not it is
+asked, and a request never waits for the integration of a long idle gap
+(it used to: 1 s of idle integrated on the next request took ~40 ms, longer
+than the SDK's ~35 ms reply timeout, so a bridge that waited ~1 s between
+attempts never got an answer in time).  ``goals`` is a :class:`PlantGoals` with the operating mode,
 goal current (A), goal position (rad), goal velocity (rad/s) and current limit
 (A) of each servo.  The default :class:`MotorInertiaPlant` integrates
 ``J dw/dt = k_t i - b w`` per servo (with a current-limited PD loop in the
@@ -23,12 +28,17 @@ position modes).
 
 Fault injection: :meth:`ServoEmulator.set_silent`,
 :meth:`ServoEmulator.corrupt_next`, :meth:`ServoEmulator.set_hardware_error`,
-:meth:`ServoEmulator.set_latency`, :meth:`ServoEmulator.close_port` /
+:meth:`ServoEmulator.set_latency`, :meth:`ServoEmulator.stall` (late replies),
+:meth:`ServoEmulator.close_port` /
 :meth:`ServoEmulator.reopen_port` (unplug / replug; with ``link_path`` the
 port keeps its path, like a udev ``/dev/serial/by-id`` link).
 
-Run ``python -m flexarm_control.bridge.emulator --ids 1 2`` to serve a bus
-from the command line.
+Run ``python -m flexarm_control.bridge.emulator --ids 1 2`` (or ``dxl_emulator``) to serve a bus
+from the command line: it prints the port path on stdout, then serves until SIGINT/SIGTERM (exit
+0). ``--arm ARM.yaml --params BRIDGE.yaml`` drives the servos with the flexible-arm model (ids and
+joint conventions from the bridge's parameter file). Fault injection from stdin, one command a
+line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
+``corrupt N crc|truncate|drop|garbage``, ``hw ID BITS``, ``close``, ``reopen``.
 """
 from __future__ import annotations
 
@@ -45,10 +55,17 @@ import tty
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import numpy as np
+from flexarm_sim.common.signals import StopSignals
 
-from . import control_table as ct
-from . import protocol as p
+# Run as a program (python -m ... / the dxl_emulator script): a SIGINT/SIGTERM from here on ends the
+# process with exit code 0 (main() checks it), also while numpy loads below.
+_PROGRAM_SIGNALS = StopSignals().install(raise_stop=False) \
+    if __name__ == "__main__" or os.path.basename(sys.argv[0] or "") == "dxl_emulator" else None
+
+import numpy as np  # noqa: E402
+
+from . import control_table as ct  # noqa: E402
+from . import protocol as p  # noqa: E402
 
 TABLE_BYTES = 256
 
@@ -229,7 +246,7 @@ class ServoEmulator:
 
     def __init__(self, ids: Iterable[int] = (1,), model="XM430-W350",
                  plant: Optional[PlantFn] = None, latency: float = 0.0,
-                 link_path: Optional[str] = None, start: bool = True):
+                 link_path: Optional[str] = None, start: bool = True, plant_period: float = 0.01):
         self.model = ct.get_model(model)
         self.ids: Tuple[int, ...] = tuple(int(i) for i in ids)
         if len(set(self.ids)) != len(self.ids) or not all(0 <= i <= p.MAX_ID for i in self.ids):
@@ -238,6 +255,10 @@ class ServoEmulator:
         self.plant: PlantFn = plant or MotorInertiaPlant(
             len(self.ids), torque_constant=self.model.torque_constant_nm_per_a)
         self.latency = float(latency)
+        if not plant_period > 0:
+            raise ValueError("plant_period must be > 0")
+        self.plant_period = float(plant_period)
+        self._stall = 0.0
         self.link_path = link_path
         self._lock = threading.RLock()
         self._silent = False
@@ -250,10 +271,15 @@ class ServoEmulator:
             "corrupted_sent": 0, "write_refused": 0, "tx_dropped_bytes": 0,
         }
         self.instruction_counts: Dict[str, int] = {}
+        # how late the serving thread woke from an idle wait (the process was not scheduled) and the longest
+        # time from reading a request to writing its replies, s: evidence when a client sees reply timeouts
+        self.timing: Dict[str, float] = {"max_wakeup_late": 0.0, "max_handling": 0.0}
         self._master: Optional[int] = None
         self._slave: Optional[int] = None
         self._pts_name = ""
         self._want_close = False
+        self._close_generation = -1
+        self._generation = 0          # of the pty: a close request only closes the pty it was made for
         self._closed_evt = threading.Event()
         self._stop = False
         self._wake_r, self._wake_w = os.pipe()
@@ -279,6 +305,7 @@ class ServoEmulator:
         with self._lock:
             self._parser.reset()
             self._master, self._slave = master, slave
+            self._generation += 1
 
     @property
     def port_name(self) -> str:
@@ -299,15 +326,21 @@ class ServoEmulator:
                         pass
             self._master = self._slave = None
 
-    def close_port(self, timeout: float = 2.0) -> None:
-        """Unplug: close both pty ends (the SDK side then sees I/O errors)."""
-        if self._thread is None or not self._thread.is_alive():
-            self._close_fds()
-            return
+    def close_port(self) -> None:
+        """Unplug: close both pty ends (the SDK side then sees I/O errors). Returns once closed."""
         self._closed_evt.clear()
-        self._want_close = True
+        with self._lock:
+            self._close_generation = self._generation
+            self._want_close = True
         self._wake()
-        self._closed_evt.wait(timeout)
+        # the serving thread closes it between two reads; if it is gone (or stopped), close here
+        while not self._closed_evt.wait(0.05):
+            if self._thread is None or not self._thread.is_alive():
+                with self._lock:
+                    if self._want_close and self._close_generation == self._generation:
+                        self._want_close = False
+                        self._close_fds()
+                break
 
     def reopen_port(self) -> str:
         """Replug: new pty (same servos/state); returns :attr:`port_name`."""
@@ -384,6 +417,11 @@ class ServoEmulator:
     def set_latency(self, seconds: float) -> None:
         self.latency = max(0.0, float(seconds))
 
+    def stall(self, seconds: float) -> None:
+        """Stop serving for *seconds* before the next request (a descheduled emulator / a servo
+        that answers late): requests queue up in the pty and are answered, late, afterwards."""
+        self._stall = max(0.0, float(seconds))
+
     def set_present(self, servo_id: int, voltage_v: Optional[float] = None,
                     temperature_c: Optional[float] = None) -> None:
         with self._lock:
@@ -437,16 +475,23 @@ class ServoEmulator:
     def _serve(self) -> None:
         while not self._stop:
             if self._want_close:
-                self._want_close = False
-                self._close_fds()
+                with self._lock:
+                    if self._want_close and self._close_generation == self._generation:
+                        self._close_fds()
+                    self._want_close = False
                 self._closed_evt.set()
             master = self._master
             fds = [self._wake_r] + ([master] if master is not None else [])
+            t_wait = time.monotonic()
             try:
-                r, _, _ = select.select(fds, [], [], 0.2)
+                r, _, _ = select.select(fds, [], [], self.plant_period)
             except (OSError, ValueError):
                 time.sleep(0.01)
                 continue
+            if not r:
+                late = time.monotonic() - t_wait - self.plant_period
+                if late > self.timing["max_wakeup_late"]:
+                    self.timing["max_wakeup_late"] = late
             if self._wake_r in r:
                 try:
                     os.read(self._wake_r, 64)
@@ -454,12 +499,18 @@ class ServoEmulator:
                     pass
                 continue
             if master is None or master not in r:
-                # idle: partial packet that never completed is a truncated request
                 with self._lock:
+                    # idle: the servos keep moving in real time
+                    if self._last_plant_t is None or time.monotonic() - self._last_plant_t >= self.plant_period:
+                        self.step_plant()
+                    # a partial packet that never completed is a truncated request
                     if self._parser.check_timeout(0.1):
                         self.stats["bad_packets"] += 1
                         self.stats["truncated"] += 1
                 continue
+            if self._stall > 0:
+                pause, self._stall = self._stall, 0.0
+                time.sleep(pause)
             try:
                 data = os.read(master, 4096)
             except OSError as exc:
@@ -469,7 +520,11 @@ class ServoEmulator:
                 continue
             if not data:
                 continue
+            t_read = time.monotonic()
             self._handle_bytes(data)
+            took = time.monotonic() - t_read
+            if took > self.timing["max_handling"]:
+                self.timing["max_handling"] = took
 
     def _handle_bytes(self, data: bytes) -> None:
         with self._lock:
@@ -613,27 +668,105 @@ class ServoEmulator:
         return [] if bcast else [self._status(target, p.ERR_INSTRUCTION)]
 
 
+def _model_plant(arm: str, params: Optional[str]):
+    """(ids, ModelPlant) for ``--arm``: joints, ids and conventions from the bridge's parameter file."""
+    from flexarm_sim.model import load_model
+
+    from .config import load_yaml
+    from .model_plant import ModelPlant
+    if params is None:
+        raise SystemExit("dxl_emulator: --arm needs --params (the bridge's parameter file: ids, directions, gears)")
+    cfg = load_yaml(params)
+    joints = [j.servo() for j in cfg.joints]
+    return [j.servo_id for j in joints], cfg['model'], ModelPlant(load_model(arm), joints)
+
+
+def _control(emu: "ServoEmulator", line: str) -> str:
+    """Apply one fault-injection command from stdin (see the module docstring)."""
+    words = line.split()
+    cmd, args = words[0], words[1:]
+    if cmd == "silent" and len(args) == 1:
+        emu.set_silent(args[0] not in ("0", "false", "off"))
+    elif cmd == "stall" and len(args) == 1:
+        emu.stall(float(args[0]))
+    elif cmd == "corrupt" and len(args) == 2:
+        emu.corrupt_next(int(args[0]), args[1])
+    elif cmd == "hw" and len(args) == 2:
+        emu.set_hardware_error(int(args[0]), int(args[1], 0))
+    elif cmd == "close" and not args:
+        emu.close_port()
+    elif cmd == "reopen" and not args:
+        emu.reopen_port()
+    else:
+        raise ValueError("unknown command %r" % line)
+    return "ok " + " ".join(words)
+
+
+def _read_commands(emu: "ServoEmulator", stop: threading.Event) -> None:
+    for line in sys.stdin:
+        if stop.is_set():
+            return
+        if not line.strip():
+            continue
+        try:
+            reply = _control(emu, line)
+        except (ValueError, KeyError) as exc:
+            reply = "error %s" % exc
+        print(reply, flush=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description="Serve emulated Dynamixel X-series servos on a pty.")
-    ap.add_argument("--ids", type=int, nargs="+", default=[1])
-    ap.add_argument("--baud", type=int, default=1000000,
-                    help="nominal baud rate (a pty ignores it; printed for the user)")
-    ap.add_argument("--model", default="XM430-W350", choices=sorted(ct.MODELS))
-    ap.add_argument("--latency", type=float, default=0.0, help="reply latency in seconds")
-    ap.add_argument("--link", default=None, help="also expose the pty under this symlink path")
-    args = ap.parse_args(argv)
-    emu = ServoEmulator(args.ids, model=args.model, latency=args.latency, link_path=args.link)
-    print(emu.port_name, flush=True)
-    print("serving ids %s (%s) at nominal %d baud on %s; Ctrl-C to stop"
-          % (list(args.ids), args.model, args.baud, emu.port_name), file=sys.stderr, flush=True)
+    signals = _PROGRAM_SIGNALS or StopSignals()
+    emu = None
     try:
-        while True:
-            time.sleep(1.0)
-    except KeyboardInterrupt:
-        pass
+        if _PROGRAM_SIGNALS is None:
+            signals.install()         # SIGINT/SIGTERM from here on: exit 0, no traceback
+        signals.raise_stop()          # during start-up a signal interrupts it (Stop)
+        ap = argparse.ArgumentParser(description="Serve emulated Dynamixel X-series servos on a pty.")
+        ap.add_argument("--ids", type=int, nargs="+", default=[1])
+        ap.add_argument("--baud", type=int, default=1000000,
+                        help="nominal baud rate (a pty ignores it; printed for the user)")
+        ap.add_argument("--model", default="XM430-W350", choices=sorted(ct.MODELS))
+        ap.add_argument("--latency", type=float, default=0.0, help="reply latency in seconds")
+        ap.add_argument("--link", default=None, help="also expose the pty under this symlink path")
+        ap.add_argument("--arm", default=None,
+                        help="arm description YAML: drive the servos with the flexible-arm model")
+        ap.add_argument("--params", default=None,
+                        help="with --arm: the bridge's parameter file (servo ids and joint conventions)")
+        ap.add_argument("--realtime", action="store_true",
+                        help="serve with SCHED_FIFO priority (needs CAP_SYS_NICE): real servos answer within "
+                             "a millisecond whatever the load; an emulator process that a loaded machine "
+                             "deschedules for longer than the bridge's reply timeout is an outage to the bridge")
+        args = ap.parse_args(argv)
+        print("dxl_emulator: starting", file=sys.stderr, flush=True)
+        if args.realtime:
+            try:      # before the serving thread starts: threads inherit the policy
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            except (OSError, AttributeError) as exc:
+                print("dxl_emulator: --realtime not granted (%s); serving at normal priority" % exc,
+                      file=sys.stderr, flush=True)
+        ids, model, plant = list(args.ids), args.model, None
+        if args.arm is not None:
+            ids, model, plant = _model_plant(args.arm, args.params)
+        emu = ServoEmulator(ids, model=model, plant=plant, latency=args.latency, link_path=args.link)
+        signals.started()
+        print(emu.port_name, flush=True)
+        print("serving ids %s (%s%s) at nominal %d baud on %s; Ctrl-C to stop"
+              % (ids, model, ", arm model " + args.arm if args.arm else "", args.baud, emu.port_name),
+              file=sys.stderr, flush=True)
+        threading.Thread(target=_read_commands, args=(emu, signals.event), name="commands", daemon=True).start()
+        while not signals.event.wait(0.5):
+            pass
+    except BaseException:
+        if not signals.stopped:        # else: the stop signal's Stop, or what it became inside an import
+            raise
     finally:
-        emu.close()
-        print("stats: %s" % emu.stats, file=sys.stderr)
+        signals.started()               # a second signal does not interrupt the clean-up
+        if emu is not None:
+            emu.close()
+            print("stats: %s; max wake-up lateness %.1f ms, max request handling %.1f ms"
+                  % (emu.stats, 1e3 * emu.timing["max_wakeup_late"], 1e3 * emu.timing["max_handling"]),
+                  file=sys.stderr, flush=True)
     return 0
 
 

@@ -51,6 +51,11 @@ class ModelPlant:
         self.tau = np.zeros(len(joints))
         self.time = 0.0
         self.steps = 0
+        # compile (or load) the integrator now: the first call must not stall the emulator's serving thread
+        # for the seconds a numba compile takes (the bridge would see reply timeouts)
+        scratch = ArmState.zeros(model)
+        scratch.z[:] = self.state.z
+        self._step(model, scratch, np.zeros(len(joints)), self.dt, self.substeps, self.method)
 
     def servo_position(self):
         q = self.state.z[self.qi]

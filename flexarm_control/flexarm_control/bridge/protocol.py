@@ -187,10 +187,6 @@ def write_params(address: int, data: bytes) -> bytes:
     return le(address, 2) + bytes(data)
 
 
-def sync_read_params(address: int, length: int, ids) -> bytes:
-    return le(address, 2) + le(length, 2) + bytes(ids)
-
-
 def sync_write_params(address: int, length: int, data_by_id) -> bytes:
     out = bytearray(le(address, 2) + le(length, 2))
     for sid, data in data_by_id.items():
@@ -279,12 +275,15 @@ class PacketParser:
     or by :meth:`check_timeout` / :meth:`flush` once no more bytes arrive.
     """
 
+    MAX_ERRORS_KEPT = 100
+
     def __init__(self, max_length: int = MAX_PACKET_LEN):
         self.buf = bytearray()
         self.max_length = max_length
         self.stats = ParserStats()
-        self.errors: List[ProtocolError] = []
+        self.errors: List[ProtocolError] = []     # the latest MAX_ERRORS_KEPT
         self._last_rx = 0.0
+        self._inline = False
 
     def reset(self) -> None:
         self.buf.clear()
@@ -305,6 +304,21 @@ class PacketParser:
             pkt.timestamp = self._last_rx
             out.append(pkt)
         return out
+
+    def feed_items(self, data: bytes, now: Optional[float] = None) -> list:
+        """Like :meth:`feed`, but the CRC and truncation errors are returned too, in stream order
+        (a :class:`ProtocolError` between the packets), so a reader knows which reply was bad."""
+        self._inline = True
+        try:
+            return self.feed(data, now)
+        finally:
+            self._inline = False
+
+    def _error(self, exc: ProtocolError):
+        self.errors.append(exc)
+        if len(self.errors) > self.MAX_ERRORS_KEPT:
+            del self.errors[0]
+        return exc if self._inline else None
 
     def _find_header(self, start: int = 0) -> int:
         buf = self.buf
@@ -351,9 +365,11 @@ class PacketParser:
             if 0 <= nxt < total and len(buf) >= nxt + 7:
                 if len(buf) < total or crc16(buf[:total - 2]) != (buf[total - 2] | (buf[total - 1] << 8)):
                     self.stats.truncated += 1
-                    self.errors.append(TruncatedPacket(
+                    err = self._error(TruncatedPacket(
                         "packet from id %d cut after %d of %d bytes" % (buf[4], nxt, total)))
                     self._drop(nxt)
+                    if err is not None:
+                        return err
                     continue
             if len(buf) < total:
                 return None
@@ -362,12 +378,14 @@ class PacketParser:
                 pkt = parse_packet(raw)
             except CRCError as exc:
                 self.stats.crc_errors += 1
-                self.errors.append(exc)
                 self._drop(3)
+                if self._error(exc) is not None:
+                    return exc
                 continue
             except ProtocolError as exc:
-                self.errors.append(exc)
                 self._drop(3)
+                if self._error(exc) is not None:
+                    return exc
                 continue
             self._drop(total)
             self.stats.packets += 1
@@ -387,7 +405,7 @@ class PacketParser:
         if n:
             if self._find_header() >= 0:
                 self.stats.truncated += 1
-                self.errors.append(TruncatedPacket("stream ended inside a packet (%d bytes)" % n))
+                self._error(TruncatedPacket("stream ended inside a packet (%d bytes)" % n))
             else:
                 self.stats.garbage_bytes += n
             self.buf.clear()

@@ -26,11 +26,45 @@ Communication failures never produce valid-looking data: a reading is either
 complete (every servo answered with a good CRC) and ``ok``, or ``ok=False``
 with all numeric fields NaN.  A lost port (unplugged adapter, closed pty)
 raises :class:`PortLostError`; :meth:`ServoBus.reconnect` re-opens it.
+
+Reply matching (a late reply is never the answer to a later request).  The SDK
+flushes the receive buffer before each request, but a reply that comes after
+its request timed out can arrive after that flush, i.e. while a *later*
+request waits, and the SDK accepts any status packet from the right ID (this
+is how a sync-read reply was once read as a ping answer: "model mismatch
+{1: 3233}").  So every exchange here is strict, and the stream is
+re-synchronised after any failure:
+
+* a reply is accepted only from the addressed servo and with exactly the
+  parameter count of the request (PING 3, READ n, WRITE/REBOOT 0); anything
+  else is a stale reply, counted (``stale_replies``) and skipped;
+* after any failed exchange (timeout, corrupt reply) and on every (re)open,
+  the next exchange is preceded by a *barrier*: a READ of the model-number
+  area whose length (5..16 bytes, rotating) no other request uses, and all
+  bytes up to its reply are discarded.  Replies come back in request order,
+  so once the barrier's reply is in, nothing older can follow.  Until a
+  barrier is answered every exchange fails (``resyncs`` counts the answered
+  ones).
+
+Replies are read here, not by the SDK's ``rxPacket`` (the SDK still builds,
+stuffs, CRCs and sends every request): waiting blocks in ``select`` until a
+byte arrives or the deadline, where the SDK busy-polls a ``timeout=0`` port
+(a core busy while the servos - or the emulator process, on a 2-core
+machine - need it to answer); and the deadline is judged *before* each read,
+so whatever arrived by then is read even when this thread ran late.  The SDK
+checks it *after* a read that found nothing: a thread that waited for the
+GIL (the node's executor thread) or for the CPU across the deadline declared
+a timeout with the reply already in the buffer - ~0.7 false timeouts per
+second at 250 Hz in the ROS node on a loaded 2-core machine, none without
+the executor thread.
 """
 from __future__ import annotations
 
+import collections
+import errno
 import math
 import os
+import select
 import subprocess
 import sys
 import termios
@@ -41,6 +75,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import control_table as ct
+from . import protocol as p
 
 try:  # the SDK is only needed at run time, conversions work without it
     import dynamixel_sdk as dxl
@@ -48,8 +83,19 @@ except ImportError:  # pragma: no cover
     dxl = None
 
 COMM_SUCCESS = 0
+COMM_TX_FAIL = -1001
 COMM_RX_TIMEOUT = -3001
 COMM_RX_CORRUPT = -3002
+
+
+_ID, _INST = 4, 7                 # instruction packet fields (SDK list layout)
+_STATUS_OVERHEAD = 11             # header(4) id len(2) inst err crc(2)
+INST_PING, INST_READ, INST_WRITE, INST_REBOOT = 0x01, 0x02, 0x03, 0x08
+BROADCAST_ID = 0xFE
+
+# barrier READ lengths: never the reply length of another request (0, 1, 2, 3 = PING, 4, 21 = state block)
+BARRIER_LENGTHS = tuple(range(5, 17))
+LATENCY_TIMER_MS = 16.0           # the SDK's assumed USB latency timer (its default timeout: 2x + 2 ms)
 
 # Exceptions that mean "the serial device is gone" (pyserial raises
 # SerialException(OSError); tcflush raises termios.error).
@@ -181,6 +227,8 @@ class BusCounters:
     hw_alerts: int = 0          # readings with the alert bit set
     port_errors: int = 0
     reconnects: int = 0
+    stale_replies: int = 0      # status packets that answered an earlier request (skipped)
+    resyncs: int = 0            # barriers answered after a failure or a (re)open
 
 
 # --- pure unit conversions -----------------------------------------------------------
@@ -241,10 +289,16 @@ class ServoBus:
         self.last_command_current = np.zeros(len(self.joints))
         self.port = None
         self.ph = dxl.PacketHandler(2.0)
-        self._sync_read = None
+        self._sync_read_state = None
+        self._sync_hw = None
         self._sync_write_current = None
         self._reads_since_hw_poll = 0
         self._lost = False
+        self._desync = True          # a barrier precedes the first exchange after open and after any failure
+        self._barrier_k = 0
+        self._parser = p.PacketParser()
+        self._ready: collections.deque = collections.deque()   # parsed replies (or errors) not yet taken
+        self._deadline = 0.0
 
     # -- port handling ---------------------------------------------------------------
     @property
@@ -261,9 +315,10 @@ class ServoBus:
             raise PortLostError("cannot open %s: %s" % (self.config.port, exc)) from exc
         self.port = port
         self._lost = False
-        self._sync_read = dxl.GroupSyncRead(port, self.ph, ct.STATE_BLOCK_START, ct.STATE_BLOCK_LEN)
+        self._desync = True
+        self._sync_read_state = dxl.GroupSyncRead(port, self.ph, ct.STATE_BLOCK_START, ct.STATE_BLOCK_LEN)
         for i in self.ids:
-            self._sync_read.addParam(i)
+            self._sync_read_state.addParam(i)
         self._sync_hw = dxl.GroupSyncRead(port, self.ph, ct.HARDWARE_ERROR_STATUS.address, 1)
         for i in self.ids:
             self._sync_hw.addParam(i)
@@ -305,16 +360,131 @@ class ServoBus:
             self.port.is_using = False
         raise PortLostError("%s on %s failed: %s" % (what, self.config.port, exc)) from exc
 
+    # -- exchanges (strict reply matching, barrier after failures; see the module docstring) --------
+    def _set_reply_timeout(self, reply_bytes: int) -> None:
+        """Deadline for the replies of the request just sent: read_timeout, or the SDK's default rule
+        (wire time of the replies + 2 latency timers + 2 ms)."""
+        if self.config.read_timeout is not None:
+            timeout = self.config.read_timeout
+        else:
+            timeout = 1e-3 * (self.port.tx_time_per_byte * reply_bytes + 2.0 * LATENCY_TIMER_MS + 2.0)
+        self._deadline = time.monotonic() + timeout
+
+    def _tx(self, txpacket_fn) -> int:
+        """Send one request through the SDK (it flushes the receive buffer first); forget parsed bytes."""
+        res = txpacket_fn()
+        self.port.is_using = False       # replies are read here, not by the SDK
+        self._parser.reset()
+        self._ready.clear()
+        return res
+
+    def _send(self, sid: int, instruction: int, params: Sequence[int] = ()) -> int:
+        n = len(params) + 3
+        tx = [0] * (n + 7)
+        tx[_ID], tx[5], tx[6], tx[_INST] = sid, n & 0xFF, n >> 8, instruction
+        tx[8:8 + len(params)] = list(params)
+        return self._tx(lambda: self.ph.txPacket(self.port, tx))
+
+    def _next_status(self):
+        """The next status packet that arrived by the deadline: (Packet, COMM_SUCCESS), (None,
+        COMM_RX_CORRUPT) for a bad one (CRC, truncated, or cut off by the deadline), (None, COMM_RX_TIMEOUT).
+
+        The deadline is judged before each read: bytes that arrived by then are read even if this
+        thread was late (GIL, scheduler) - the SDK's rxPacket declares a timeout in that case.
+        """
+        fd = self.port.ser.fileno()
+        while True:
+            while self._ready:
+                item = self._ready.popleft()
+                if isinstance(item, p.ProtocolError):
+                    return None, COMM_RX_CORRUPT
+                if item.is_status:
+                    return item, COMM_SUCCESS
+            remaining = self._deadline - time.monotonic()
+            readable, _, _ = select.select([fd], [], [], max(remaining, 0.0))
+            if readable:
+                data = os.read(fd, 4096)
+                if not data:
+                    raise OSError(errno.EIO, "device disconnected (end of file)")
+                self._ready.extend(self._parser.feed_items(data))
+            elif remaining <= 0.0:
+                return None, COMM_RX_CORRUPT if self._parser.pending else COMM_RX_TIMEOUT
+
+    def _receive(self, sid: int, n_params: int):
+        """Next status packet from *sid* with *n_params* parameters before the deadline.
+
+        Returns (packet, COMM result). Packets from other ids or with another length answer an
+        earlier request: skipped and counted. An error status (no data) of the addressed servo is
+        accepted as its answer.
+        """
+        while True:
+            pkt, res = self._next_status()
+            if res != COMM_SUCCESS:
+                return None, res
+            n = len(pkt.params)
+            if pkt.servo_id == sid and (n == n_params or (n == 0 and pkt.error & 0x7F)):
+                return pkt, res
+            self.counters.stale_replies += 1
+
+    def _resync(self) -> int:
+        """Barrier: a READ whose reply length nothing else uses; everything before its reply is dropped.
+
+        Tried on each servo in turn (a missing servo must not hide the others). Returns COMM_SUCCESS,
+        or the failure of the last try (COMM_RX_TIMEOUT: nobody answered; COMM_RX_CORRUPT: bad replies).
+        """
+        res = COMM_RX_TIMEOUT
+        for sid in self.ids:
+            n = BARRIER_LENGTHS[self._barrier_k % len(BARRIER_LENGTHS)]
+            self._barrier_k += 1
+            res = self._send(sid, INST_READ, (ct.MODEL_NUMBER.address & 0xFF, ct.MODEL_NUMBER.address >> 8,
+                                              n, 0))
+            if res != COMM_SUCCESS:
+                continue
+            self._set_reply_timeout(_STATUS_OVERHEAD + n)
+            while True:
+                pkt, res = self._next_status()
+                if res != COMM_SUCCESS:
+                    break
+                if pkt.servo_id == sid and len(pkt.params) == n:
+                    self._desync = False
+                    self.counters.resyncs += 1
+                    return COMM_SUCCESS
+                self.counters.stale_replies += 1
+        return res
+
+    def _exchange(self, sid: int, instruction: int, params: Sequence[int], n_params: int, what: str):
+        """One request -> status exchange: (reply parameters or None, COMM result, status error byte)."""
+        try:
+            if self._desync:
+                res = self._resync()
+                if res != COMM_SUCCESS:
+                    return None, res, 0
+            res = self._send(sid, instruction, params)
+            if res != COMM_SUCCESS:
+                self._desync = True
+                return None, res, 0
+            self._set_reply_timeout(_STATUS_OVERHEAD + n_params)
+            pkt, res = self._receive(sid, n_params)
+        except _PORT_EXC as exc:
+            self._port_failed(exc, what)
+        if res != COMM_SUCCESS:
+            self._desync = True
+            return None, res, 0
+        if pkt.error & 0x7F:
+            self._desync = True      # an error status may answer an earlier request: re-sync before the next
+        return pkt.params, COMM_SUCCESS, pkt.error
+
+    def _result_text(self, res: int) -> str:
+        return self.ph.getTxRxResult(res)
+
     # -- single-servo helpers -------------------------------------------------------
     def _write(self, sid: int, item: ct.Item, value: int) -> Optional[str]:
         """Write with status; returns None on success or an error text."""
         data = list(ct.encode(item, value))
-        try:
-            res, err = self.ph.writeTxRx(self.port, sid, item.address, item.size, data)
-        except _PORT_EXC as exc:
-            self._port_failed(exc, "write")
+        _, res, err = self._exchange(sid, INST_WRITE, [item.address & 0xFF, item.address >> 8] + data, 0,
+                                     "write")
         if res != COMM_SUCCESS:
-            return self.ph.getTxRxResult(res)
+            return self._result_text(res)
         if err & 0x7F:
             return self.ph.getRxPacketError(err & 0x7F)
         if err & 0x80:
@@ -322,12 +492,10 @@ class ServoBus:
         return None
 
     def _read(self, sid: int, item: ct.Item) -> Tuple[Optional[int], str]:
-        try:
-            data, res, err = self.ph.readTxRx(self.port, sid, item.address, item.size)
-        except _PORT_EXC as exc:
-            self._port_failed(exc, "read")
+        data, res, err = self._exchange(sid, INST_READ, [item.address & 0xFF, item.address >> 8,
+                                                         item.size & 0xFF, item.size >> 8], item.size, "read")
         if res != COMM_SUCCESS:
-            return None, self.ph.getTxRxResult(res)
+            return None, self._result_text(res)
         if err & 0x7F or len(data) != item.size:
             return None, self.ph.getRxPacketError(err & 0x7F) or "short reply"
         return ct.decode(item, bytes(data)), ""
@@ -338,11 +506,8 @@ class ServoBus:
         self._require_open()
         out: Dict[int, Optional[int]] = {}
         for sid in self.ids:
-            try:
-                model, res, _err = self.ph.ping(self.port, sid)
-            except _PORT_EXC as exc:
-                self._port_failed(exc, "ping")
-            out[sid] = model if res == COMM_SUCCESS else None
+            data, res, err = self._exchange(sid, INST_PING, (), 3, "ping")
+            out[sid] = data[0] | (data[1] << 8) if res == COMM_SUCCESS and not err & 0x7F else None
         missing = [i for i, m in out.items() if m is None]
         if require and missing:
             raise ServoCommError("servos %s did not answer a ping" % missing,
@@ -406,15 +571,25 @@ class ServoBus:
             raise ServoCommError("enable failed for %s" % sorted(failed), failed)
 
     def disable(self) -> Dict[int, str]:
-        """Torque off on every servo, trying each one even if others fail.
+        """Torque off on every servo: one broadcast WRITE (no reply, so it goes out even while the
+        stream is out of sync or a servo is silent), then a confirming WRITE to each servo.
 
         Returns {servo_id: error text} for the servos that did not confirm
         (empty dict = all off). Never raises for a single servo; a lost port
         is reported for every servo as well.
         """
-        failed: Dict[int, str] = {}
         if self.port is None or self._lost:
             return {i: "port not open" for i in self.ids}
+        a = ct.TORQUE_ENABLE.address
+        try:
+            self._send(BROADCAST_ID, INST_WRITE, (a & 0xFF, a >> 8, 0))
+            if self._desync and self._resync() != COMM_SUCCESS:
+                return {i: "no answer (broadcast torque off sent, not confirmed)" for i in self.ids}
+        except _PORT_EXC as exc:
+            self.counters.port_errors += 1
+            self._lost = True
+            return {i: "torque off on %s failed: %s" % (self.config.port, exc) for i in self.ids}
+        failed: Dict[int, str] = {}
         port_lost = False
         for sid in self.ids:
             try:
@@ -433,12 +608,11 @@ class ServoBus:
     def reboot(self, servo_id: int) -> Optional[str]:
         """REBOOT one servo (clears Hardware Error Status; torque comes back off)."""
         self._require_open()
-        try:
-            res, err = self.ph.reboot(self.port, servo_id)
-        except _PORT_EXC as exc:
-            self._port_failed(exc, "reboot")
+        _, res, err = self._exchange(servo_id, INST_REBOOT, (), 0, "reboot")
         if res != COMM_SUCCESS:
-            return self.ph.getTxRxResult(res)
+            return self._result_text(res)
+        if err & 0x7F:
+            return self.ph.getRxPacketError(err & 0x7F)
         self.hardware_error[servo_id] = 0
         return None
 
@@ -452,46 +626,60 @@ class ServoBus:
                             nan.copy(), nan.copy(), now, False, error, result, failed_ids,
                             status_errors, dict(self.hardware_error), now - t0)
 
+    def _sync_read(self, group, length: int, what: str):
+        """One SYNC_READ of *length* bytes from every servo (strict matching, see _receive).
+
+        Returns (blocks {id: bytes}, status errors {id: byte}, None) or, on the first servo that fails,
+        ({...}, {...}, (servo id, COMM result, reason)).
+        """
+        blocks: Dict[int, bytes] = {}
+        status_errors: Dict[int, int] = {}
+        try:
+            if self._desync:
+                res = self._resync()
+                if res != COMM_SUCCESS:
+                    return blocks, status_errors, (self.ids[0], res, "no valid reply to the re-sync read: " + (
+                        "corrupt reply (CRC/truncated)" if res == COMM_RX_CORRUPT else "timeout"))
+            res = self._tx(group.txPacket)
+            if res != COMM_SUCCESS:
+                self._desync = True
+                return blocks, status_errors, (self.ids[0], res, "sync read tx: " + self._result_text(res))
+            self._set_reply_timeout((_STATUS_OVERHEAD + length) * len(self.ids))
+            for sid in self.ids:
+                pkt, res = self._receive(sid, length)
+                if res != COMM_SUCCESS or pkt.error & 0x7F:
+                    self._desync = True
+                    if res == COMM_RX_TIMEOUT:
+                        why = "timeout"
+                    elif res == COMM_RX_CORRUPT:
+                        why = "corrupt reply (CRC/truncated)"
+                    elif res != COMM_SUCCESS:
+                        why = self._result_text(res)
+                    else:
+                        status_errors[sid] = pkt.error
+                        why = "error status 0x%02X (%d data bytes)" % (pkt.error, len(pkt.params))
+                        res = COMM_RX_CORRUPT
+                    return blocks, status_errors, (sid, res, why)
+                status_errors[sid] = pkt.error
+                blocks[sid] = bytes(pkt.params)
+        except _PORT_EXC as exc:
+            self._port_failed(exc, what)
+        return blocks, status_errors, None
+
     def read_state(self) -> JointReading:
         """One GroupSyncRead of the state block; see the module docstring for validity rules."""
         self._require_open()
-        L = ct.STATE_BLOCK_LEN
         t0 = time.monotonic()
-        status_errors: Dict[int, int] = {}
-        blocks: Dict[int, bytes] = {}
-        try:
-            res = self._sync_read.txPacket()
-            if res != COMM_SUCCESS:
-                self.port.is_using = False
+        blocks, status_errors, failure = self._sync_read(self._sync_read_state, ct.STATE_BLOCK_LEN, "sync read")
+        if failure is not None:
+            sid, res, why = failure
+            if res == COMM_RX_CORRUPT:
+                self.counters.crc_errors += 1
+            else:
                 self.counters.read_failures += 1
-                return self._invalid(t0, "sync read tx: " + self.ph.getTxRxResult(res), res, list(self.ids), {})
-            if self.config.read_timeout is not None:
-                self.port.setPacketTimeoutMillis(self.config.read_timeout * 1000.0)
-            for sid in self.ids:
-                data, res, err = self.ph.readRx(self.port, sid, L)
-                if res != COMM_SUCCESS or len(data) != L or err & 0x7F:
-                    if res == COMM_RX_TIMEOUT:
-                        self.counters.read_failures += 1
-                        why = "timeout"
-                    elif res == COMM_RX_CORRUPT:
-                        self.counters.crc_errors += 1
-                        why = "corrupt reply (CRC/truncated)"
-                    elif res != COMM_SUCCESS:
-                        self.counters.read_failures += 1
-                        why = self.ph.getTxRxResult(res)
-                    else:
-                        self.counters.crc_errors += 1
-                        why = "error status 0x%02X (%d data bytes)" % (err, len(data))
-                        status_errors[sid] = err
-                    self.port.is_using = False
-                    failed = [i for i in self.ids if i not in blocks]
-                    self._drain()
-                    return self._invalid(t0, "servo %d: %s" % (sid, why), res, failed, status_errors)
-                status_errors[sid] = err
-                blocks[sid] = bytes(data)
-            stamp = time.monotonic()
-        except _PORT_EXC as exc:
-            self._port_failed(exc, "sync read")
+            failed = [i for i in self.ids if i not in blocks]
+            return self._invalid(t0, "servo %d: %s" % (sid, why), res, failed, status_errors)
+        stamp = time.monotonic()
 
         n = len(self.ids)
         pos = np.empty(n)
@@ -521,14 +709,6 @@ class ServoBus:
         return JointReading(list(self.names), pos, vel, eff, cur, volt, temp, stamp, True, "", 0, [],
                             status_errors, dict(self.hardware_error), stamp - t0)
 
-    def _drain(self) -> None:
-        """Discard replies still in flight after a failed read (best effort)."""
-        try:
-            time.sleep(0.001)
-            self.port.clearPort()
-        except _PORT_EXC:
-            pass
-
     def _poll_hw_errors(self, ids: Optional[List[int]]) -> None:
         """Refresh Hardware Error Status (70): given ids by READ, or all by one sync read."""
         self._reads_since_hw_poll = 0
@@ -540,14 +720,10 @@ class ServoBus:
                 else:
                     self.hardware_error[sid] = self.hardware_error.get(sid) or 0x80  # unknown but alerted
             return
-        try:
-            res = self._sync_hw.txRxPacket()
-        except _PORT_EXC as exc:
-            self._port_failed(exc, "hardware status read")
-        self.port.is_using = False
-        if res == COMM_SUCCESS:
+        blocks, _, failure = self._sync_read(self._sync_hw, 1, "hardware status read")
+        if failure is None:
             for sid in self.ids:
-                self.hardware_error[sid] = self._sync_hw.getData(sid, ct.HARDWARE_ERROR_STATUS.address, 1)
+                self.hardware_error[sid] = blocks[sid][0]
 
     def read_hardware_errors(self) -> Dict[int, int]:
         """Read Hardware Error Status of every servo now."""
@@ -560,10 +736,9 @@ class ServoBus:
             if not group.changeParam(sid, list(data)):
                 group.addParam(sid, list(data))
         try:
-            res = group.txPacket()
+            res = self._tx(group.txPacket)
         except _PORT_EXC as exc:
             self._port_failed(exc, "sync write")
-        self.port.is_using = False
         if res != COMM_SUCCESS:
             self.counters.write_failures += 1
             return False

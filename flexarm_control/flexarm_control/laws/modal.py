@@ -41,6 +41,7 @@ a flexible arm is large and transient, integrating it would only wind up. Satura
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 
@@ -118,9 +119,14 @@ class ModalLQR(ControlLaw):
         self._corner_bits = np.array(list(itertools.product((0, 1), repeat=self.n)), dtype=bool)
         self._active_Ki = None
         self._generation = 0
-        self._pending = []               # grid cells queued for the background designer
-        self._designer = None
-        self._designer_cv = None
+        # design_on_demand: a missing gain-schedule cell is designed inside the call (in-process, reproducible);
+        # False (real time, flexarm_control.controller.designer designs ahead in its own thread): a missing cell is
+        # put in `wanted` and the nearest designed cell is used meanwhile
+        self.design_on_demand = True
+        self.wanted = collections.deque()
+        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+        self._q_lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
+        self._q_hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
         from flexarm_sim.model import whole_arm_modes
         if self.mi.size:
             f1 = whole_arm_modes(model, model.spec.nominal_configuration, free_joints=False).elastic_frequencies_hz[0]
@@ -224,12 +230,13 @@ class ModalLQR(ControlLaw):
         Ki = K[:, 2 * N:] if self.integral else np.zeros((n, n))
         return K[:, :2 * N].copy(), Ki.copy(), z_eq, tau_eq, Ku.copy()
 
-    def _key(self, q):
-        return tuple(np.round(np.asarray(q, dtype=float) / self._params['schedule_step']).astype(int))
+    def _grid(self, q):
+        """q on the schedule grid (grid units), clipped to the joint limits: the schedule covers the workspace."""
+        return np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi) / self._params['schedule_step']
 
     def _corners(self, q):
         """Grid cells around q and their multilinear weights (cells of zero weight left out)."""
-        x = np.asarray(q, dtype=float) / self._params['schedule_step']
+        x = self._grid(q)
         lo = np.floor(x)
         frac = x - lo
         out = [((), 1.0)]
@@ -245,15 +252,30 @@ class ModalLQR(ControlLaw):
 
     def _cell(self, key):
         g = self._cache.get(key)
-        if g is None and self._designer is not None and self._cache:
-            # real-time use: a design takes ~10 ms; queue it and keep the nearest designed cell meanwhile
-            self._request([key])
+        if g is None and not self.design_on_demand and self._cache:
+            # real time: a design takes ~10 ms; ask the designer and keep the nearest designed cell meanwhile
+            if key not in self.wanted:
+                self.wanted.append(key)
             near = min(list(self._cache), key=lambda k: sum((a - b) ** 2 for a, b in zip(k, key)))
             return self._cache[near]
         if g is None:
-            g = self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
+            g = self.design_cell(key)
             self._cache[key] = g
         return g
+
+    def design_cell(self, key):
+        """The design of one grid cell (pure: no state of the law changes except the design count)."""
+        return self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
+
+    def install(self, key, design, generation):
+        """Store a cell designed elsewhere (a designer thread); ignored if the weights changed meanwhile."""
+        if generation == self._generation:
+            self._cache[key] = design
+
+    @property
+    def generation(self):
+        """Changes whenever the weights change (designs of an older generation are stale)."""
+        return self._generation
 
     def _gain_for(self, q):
         """(K, K_i, z_eq, tau_eq, K_u) at q: multilinear interpolation between the designs at the corners of q's
@@ -261,7 +283,7 @@ class ModalLQR(ControlLaw):
         boundary (a nearest-cell schedule put steps of ~0.02 N m into the De Luca elbow torque at every
         crossing, 10 % of its range). Once all corners of a cell are designed, the cell's designs are kept
         flattened in one (2^n, L) array and the interpolation is one weighted sum."""
-        x = np.asarray(q, dtype=float) / self._params['schedule_step']
+        x = self._grid(q)
         lo = np.floor(x)
         cell = tuple(lo.astype(int))
         packed = self._packed.get(cell)
@@ -296,51 +318,20 @@ class ModalLQR(ControlLaw):
         self._packed[cell] = packed
         return packed
 
-    # ------------------------------------------------------------------ background gain design (real time)
-    def start_background_design(self):
-        """Design missing gain-schedule cells in a daemon thread instead of inside the control call (which then uses
-        the nearest designed cell until the new one is ready). `prefetch(qs)` queues the cells a motion visits."""
-        import threading
-        if self._designer is None:
-            self._designer_cv = threading.Condition()
-            self._designer = threading.Thread(target=self._design_loop, name='modal-lqr-design', daemon=True)
-            self._designer.start()
-
-    def prefetch(self, qs):
-        """Queue the gain-schedule cells of the joint configurations qs (designed now without a background thread)."""
+    # ------------------------------------------------------------------ designing ahead
+    def cells_for(self, qs):
+        """Grid cells (keys) the configurations qs need that are not designed yet, in order."""
         keys = []
         for q in qs:
             for k, _ in self._corners(q):
                 if k not in self._cache and k not in keys:
                     keys.append(k)
-        if self._designer is None:
-            for k in keys:
-                self._cache[k] = self.design_delayed(np.array(k, dtype=float) * self._params['schedule_step'])
-        else:
-            self._request(keys)
+        return keys
 
-    def _request(self, keys):
-        with self._designer_cv:
-            for k in keys:
-                if k not in self._pending:
-                    self._pending.append(k)
-            self._designer_cv.notify()
-
-    def _design_loop(self):
-        while True:
-            with self._designer_cv:
-                while not self._pending:
-                    self._designer_cv.wait()
-                key = self._pending.pop(0)
-                gen = self._generation
-            if key in self._cache:
-                continue
-            try:
-                g = self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
-            except Exception:      # noqa: BLE001 - the control call designs it itself if it is ever needed
-                continue
-            if gen == self._generation:
-                self._cache[key] = g
+    def prefetch(self, qs):
+        """Design now the cells of the configurations qs (a real-time user hands them to its designer instead)."""
+        for k in self.cells_for(qs):
+            self._cache[k] = self.design_cell(k)
 
     def feedback_matrix(self, q):
         return self.design(np.asarray(q, float))[0]

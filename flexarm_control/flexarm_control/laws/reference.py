@@ -297,15 +297,15 @@ class ReferenceManager(Reference):
         self.set(TrajectoryReference(times, positions, velocities, accelerations, t0=t_now, start=start), t_now)
         return self.active
 
-    def preempt_msg(self, msg, joint_names, t_now):
-        """Switch to a trajectory_msgs/JointTrajectory. As in ROS's JointTrajectory convention, a nonzero
-        header.stamp (in the controller's time base, the plant time) is the trajectory's start time; zero
-        means now. Before its start the reference holds the first point."""
+    def from_msg(self, msg, joint_names, t_now):
+        """The reference of a trajectory_msgs/JointTrajectory, starting from the current reference state (not
+        installed: check it, then `set` it). As in ROS's JointTrajectory convention, a nonzero header.stamp (in the
+        controller's time base, the plant time) is the trajectory's start time; zero means now. Before its start
+        the reference holds the first point."""
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         t0 = stamp if stamp > 0.0 else t_now
-        start = self.sample(t_now)
-        self.set(trajectory_from_msg(msg, joint_names, t0, start), t_now)
-        return self.active
+        return trajectory_from_msg(msg, joint_names, t0, self.sample(t_now))
+
 
 
 class BangBang:
@@ -327,3 +327,62 @@ class BangBang:
 
     def __call__(self, t, z=None, zd=None):
         return self.torque(t)
+
+
+class ReferenceLimits:
+    """What a reference may ask of the arm: joint positions within the position limits and rates within the velocity
+    limits, checked on the interpolated reference (the points and REFERENCE_SAMPLES instants between its start and
+    end, since interpolation can overshoot the points), a start at most MAX_START_DELAY s ahead. A reference that
+    violates them is refused whole (the previous one stays in force): clipping a trajectory would change its
+    timing and shape behind the planner's back."""
+
+    SAMPLES = 400
+    MAX_START_DELAY = 3600.0
+    TOLERANCE = 1e-9
+
+    def __init__(self, model):
+        js = model.spec.joints
+        self.names = list(model.spec.joint_names)
+        self.lo = np.array([j.position_limits[0] for j in js], dtype=float)
+        self.hi = np.array([j.position_limits[1] for j in js], dtype=float)
+        self.vmax = np.array([j.velocity_limit for j in js], dtype=float)
+
+    @classmethod
+    def of(cls, model):
+        return cls(model)
+
+    def violation(self, ref, t_now) -> str:
+        """'' if the reference is within the limits from t_now on, else the first violation, naming the joint."""
+        t0 = getattr(ref, 't0', t_now)
+        t1 = getattr(ref, 'end_time', t0)
+        if not (math.isfinite(t0) and math.isfinite(t1)):
+            return 'start or end time not finite'
+        if t0 - t_now > self.MAX_START_DELAY:
+            return f'starts {t0 - t_now:.0f} s from now (more than {self.MAX_START_DELAY:.0f} s ahead)'
+        tol = self.TOLERANCE
+        for k, q in enumerate(getattr(ref, 'P', ())):            # the points first: the clearest message
+            bad = np.nonzero(~((q >= self.lo - tol) & (q <= self.hi + tol)))[0]
+            if bad.size:
+                j = int(bad[0])
+                return (f'joint {self.names[j]}: position {q[j]:.6g} rad of point {k} is outside its limits '
+                        f'[{self.lo[j]:g}, {self.hi[j]:g}]')
+        times = np.linspace(max(t0, t_now), max(t1, t_now), self.SAMPLES)
+        if hasattr(ref, 'times'):
+            times = np.union1d(times, ref.t0 + ref.times)
+        for t in times:
+            with np.errstate(all='ignore'):
+                q, qd, _ = ref.sample(t)
+            q, qd = np.asarray(q, float), np.asarray(qd, float)
+            if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
+                return f'not finite at t = {t:.3f} s'
+            bad = np.nonzero((q < self.lo - tol) | (q > self.hi + tol))[0]
+            if bad.size:
+                j = int(bad[0])
+                return (f'joint {self.names[j]}: position {q[j]:.6g} rad at t = {t:.3f} s is outside its limits '
+                        f'[{self.lo[j]:g}, {self.hi[j]:g}]')
+            bad = np.nonzero(np.abs(qd) > self.vmax + tol)[0]
+            if bad.size:
+                j = int(bad[0])
+                return (f'joint {self.names[j]}: velocity {qd[j]:.6g} rad/s at t = {t:.3f} s exceeds its limit '
+                        f'{self.vmax[j]:g}')
+        return ''

@@ -4,6 +4,10 @@
 bodies at the nominal configuration), computes the modal integrals once, and packs everything into a
 `KernelData` named tuple of plain arrays for the numba kernels. `Workspace` holds the scratch arrays the
 kernels write into; one per thread of use.
+
+`from_spec` re-validates the spec (spec.check_arm), turns any mode-solver failure into an ArmSpecError naming
+the link, and refuses a model whose arrays are not finite or whose mass matrix at the nominal configuration is
+not safely positive definite (spec.MIN_MASS_EIGEN_RATIO): a loaded model can always be integrated there.
 """
 from __future__ import annotations
 
@@ -11,9 +15,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import kernels
+from . import dynamics_numpy, kernels
 from .link_modes import OUT_OF_PLANE, TORSION, link_integrals, solve_link_modes
-from .spec import ArmSpec, load_arm
+from .spec import MIN_MASS_EIGEN_RATIO, ArmSpec, ArmSpecError, check_arm, load_arm
 
 KernelData = namedtuple('KernelData', [
     'n_joints', 'n_coords', 'q_index', 'n_modes', 'angle_offset', 'offset', 'length', 'twist',
@@ -54,6 +58,8 @@ STOP_PENETRATION_AT_EFFORT = np.deg2rad(1.0)
 STOP_PENETRATION_AT_SPEED = np.deg2rad(5.0)
 STOP_FREQUENCY_HZ = 10.0
 STOP_DAMPING_RATIO = 0.5
+# joint_stop's position limits of a joint without limits: the largest double (no angle reaches it)
+NO_LIMIT = float(np.finfo(np.float64).max)
 
 
 def _skew_sq(c):
@@ -86,6 +92,54 @@ def rigid_frames(spec: ArmSpec, q):
         E.append((RF, pE))
         R, p = RF @ _rx(js.twist), pE
     return F, L, E
+
+
+def _spec_error(spec, path, msg) -> ArmSpecError:
+    """ArmSpecError in arm_from_dict's format: source, then '<path>: <msg>'."""
+    return ArmSpecError(f"invalid arm description in {spec.source}:\n  {path}: {msg}")
+
+
+def _solve_link(spec, j, tip_mass, tip_inertia):
+    """Modes and modal integrals of link j; any solver failure becomes an ArmSpecError naming the link."""
+    link = spec.joints[j].link
+    try:
+        with np.errstate(over='raise', invalid='raise', divide='raise'):
+            lm = solve_link_modes(link, tip_mass, tip_inertia)
+            return lm, link_integrals(link, lm)
+    except ArmSpecError as e:    # ModeSolverError: says what failed, not where
+        raise _spec_error(spec, f'joints[{j}].link', e) from None
+    except (ArithmeticError, ValueError, RuntimeError, np.linalg.LinAlgError) as e:
+        raise _spec_error(spec, f'joints[{j}].link', f'mode solver failed ({type(e).__name__}: {e})') from e
+
+
+def _check_model(spec, data):
+    """ArmSpecError unless every array of `data` is finite and the mass matrix at the nominal configuration
+    (no deflection) is positive definite with eigenvalue ratio >= MIN_MASS_EIGEN_RATIO (checked with the
+    plain-numpy dynamics: no numba compile at load time)."""
+    n = data.n_joints
+    for name, arr in zip(data._fields, data):
+        a = np.asarray(arr)
+        if a.dtype.kind == 'f' and not np.all(np.isfinite(a)):
+            bad = np.argwhere(~np.isfinite(a))[0]
+            where = f'joints[{bad[0]}]' if a.ndim and a.shape[0] == n else 'arm'
+            raise _spec_error(spec, where, f'model data {name} not finite (overflow): values out of scale')
+    z = np.zeros(data.n_coords)
+    z[data.q_index] = spec.nominal_configuration
+    with np.errstate(all='ignore'):
+        J, R = dynamics_numpy.mass_matrix_and_rhs(data, z, np.zeros_like(z), np.zeros(n))
+    if not (np.all(np.isfinite(J)) and np.all(np.isfinite(R))):
+        raise _spec_error(spec, 'arm', 'mass matrix or gravity/elastic forces at the nominal configuration '
+                                       'not finite: values out of scale')
+    lam, vec = np.linalg.eigh(0.5 * (J + J.T))
+    if not lam[0] > MIN_MASS_EIGEN_RATIO * lam[-1]:
+        k = int(np.argmax(np.abs(vec[:, 0])))                # the coordinate the weak direction moves
+        j = int(np.searchsorted(data.q_index, k, side='right')) - 1
+        what = ('its joint angle: no inertia about the axis? (hub.inertia, rotor_inertia or a body off the axis)'
+                if k == data.q_index[j] else
+                f'its modal coordinate {k - data.q_index[j] - 1}: link too light or short for what it carries?')
+        raise _spec_error(spec, f'joints[{j}]', f'mass matrix at the nominal configuration singular or '
+                          f'ill-conditioned (eigenvalues {lam[0]:.3g} .. {lam[-1]:.3g}, ratio below '
+                          f'{MIN_MASS_EIGEN_RATIO:g}); its weakest direction moves mostly {what}')
 
 
 def _link_rigid_body(js):
@@ -148,9 +202,10 @@ def joint_stops(spec: ArmSpec, data) -> np.ndarray:
     J_out = np.diag(J)[qi]
     for j, js in enumerate(spec.joints):
         lo, hi = js.position_limits
-        out[j, :2] = lo, hi
-        if not (np.isfinite(lo) and np.isfinite(hi)):
+        if not (np.isfinite(lo) and np.isfinite(hi)):      # no stops; limits stored finite (every array is)
+            out[j, :2] = -NO_LIMIT, NO_LIMIT
             continue
+        out[j, :2] = lo, hi
         k = js.stop_stiffness
         if k is None:
             ks = []
@@ -189,14 +244,15 @@ class ArmModel:
 
     @classmethod
     def from_spec(cls, spec: ArmSpec) -> 'ArmModel':
+        check_arm(spec)
         n = spec.n_joints
         tips = outboard_tip_bodies(spec)
         modes, integ = [], []
         for j, js in enumerate(spec.joints):
             Mt, Jt = tips[j]
-            lm = solve_link_modes(js.link, Mt, Jt)
+            lm, it = _solve_link(spec, j, Mt, Jt)
             modes.append(lm)
-            integ.append(link_integrals(js.link, lm))
+            integ.append(it)
         n_modes = np.array([lm.n_modes for lm in modes], dtype=np.int64)
         mmax = max(1, int(n_modes.max()) if n else 1)
         q_index = np.zeros(n, dtype=np.int64)
@@ -284,7 +340,10 @@ class ArmModel:
             mode_plane=mode_plane,
             joint_stop=np.zeros((n, 4)),
         )
+        _check_model(spec, data)          # (before joint_stops, which inverts the mass matrix)
         data = data._replace(joint_stop=joint_stops(spec, data))
+        if not np.all(np.isfinite(data.joint_stop)):
+            raise _spec_error(spec, 'arm', 'hard stops (joint_stop) not finite: values out of scale')
         for arr in data:
             if isinstance(arr, np.ndarray):
                 arr.setflags(write=False)

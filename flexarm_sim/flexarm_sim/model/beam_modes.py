@@ -22,6 +22,11 @@ Modes are mass-normalised *including the tip body*:
     int mu w_k w_l dx + M w_k(L) w_l(L) + J w_k'(L) w_l'(L) = delta_kl,
 so that int EI w_k'' w_l'' dx = omega_k^2 delta_kl. Sign: w_k(L) > 0, or w_k'(L) > 0
 if the tip displacement is (numerically) zero.
+
+Robustness: the tip ratios alpha = M/(mu L), gamma = J/(mu L^3) are refused above
+spec.TIP_RATIO_LIMITS["analytic"] (the range test_spec_robustness verifies); every root search is
+bounded (one grid scan to (n + 1.5) pi, a bracketed root finder with an iteration cap) and a non-finite intermediate, a missing
+root or unordered frequencies raise spec.ModeSolverError instead of hanging or returning garbage.
 """
 from __future__ import annotations
 
@@ -29,10 +34,12 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import brentq
+
+from .spec import TIP_RATIO_LIMITS, ModeSolverError
 
 __all__ = [
     "BendingModes",
+    "check_frequencies",
     "clamped_free_beta_l",
     "clamped_mass_modes",
     "torsion_modes",
@@ -97,6 +104,75 @@ class BendingModes:
 
 
 # --------------------------------------------------------------------------- helpers
+def _finite_inputs(**values):
+    """ModeSolverError unless every value is a finite float."""
+    bad = {k: v for k, v in values.items() if not math.isfinite(float(v))}
+    if bad:
+        raise ModeSolverError(f"mode solver input not finite: {bad}")
+
+
+def _check_ratios(solver: str, **ratios):
+    """ModeSolverError if a tip ratio exceeds the range the solver is verified for (spec.TIP_RATIO_LIMITS)."""
+    for name, value in ratios.items():
+        cap = TIP_RATIO_LIMITS[solver][name]
+        if not value <= cap:
+            what = {"mass": "tip mass / link mass M/(mu L)", "inertia": "tip inertia ratio J/(mu L^3)",
+                    "torsion": "tip inertia ratio J/(rho_Ip L)"}[name]
+            raise ModeSolverError(f"{what} = {value:.3g} exceeds {cap:g}, the range the {solver} mode solver "
+                                  "is verified for (everything outboard at the nominal configuration is the tip "
+                                  "body): link too light for its load?")
+
+
+ROOT_MAX_ITER = 200
+
+
+def _root(f, lo, hi, what, xtol=1e-15, rtol=4 * np.finfo(float).eps):
+    """The root of f in the sign-changing bracket [lo, hi] (Illinois regula falsi, every third step a bisection so
+    the bracket always shrinks; ROOT_MAX_ITER iterations at most); failures become ModeSolverError. (Written here
+    rather than scipy.optimize.brentq: importing scipy.optimize costs every node 0.4-0.6 s of start-up.)"""
+    fa, fb = f(lo), f(hi)
+    if not (math.isfinite(fa) and math.isfinite(fb)) or fa * fb > 0:
+        raise ModeSolverError(f"{what}: no sign change in [{lo:.6g}, {hi:.6g}] (f = {fa:.3g}, {fb:.3g})")
+    if fa == 0.0:
+        return lo
+    if fb == 0.0:
+        return hi
+    side = 0
+    for it in range(ROOT_MAX_ITER):
+        if it % 3 == 2:
+            c = 0.5 * (lo + hi)
+        else:
+            c = (lo * fb - hi * fa) / (fb - fa)
+            if not lo < c < hi:
+                c = 0.5 * (lo + hi)
+        fc = f(c)
+        if not math.isfinite(fc):
+            raise ModeSolverError(f"{what}: non-finite characteristic function at {c:.17g}")
+        if fc == 0.0 or hi - lo <= xtol + rtol * abs(c):
+            return c
+        if fc * fb > 0:
+            hi, fb = c, fc
+            if side == -1:
+                fa *= 0.5
+            side = -1
+        else:
+            lo, fa = c, fc
+            if side == 1:
+                fb *= 0.5
+            side = 1
+    raise ModeSolverError(f"{what}: root in [{lo:.6g}, {hi:.6g}] not converged in {ROOT_MAX_ITER} iterations")
+
+
+def check_frequencies(omega, what: str) -> np.ndarray:
+    """omega finite, > 0 and strictly increasing, else ModeSolverError."""
+    omega = np.asarray(omega, dtype=float)
+    if not np.all(np.isfinite(omega)) or np.any(omega <= 0.0):
+        raise ModeSolverError(f"{what}: frequencies not finite and positive: {omega.tolist()}")
+    if np.any(np.diff(omega) <= 0.0):
+        raise ModeSolverError(f"{what}: frequencies not strictly increasing: {omega.tolist()}")
+    return omega
+
+
 def _sech(b):
     e = np.exp(-np.abs(b))
     return 2.0 * e / (1.0 + e * e)
@@ -143,10 +219,9 @@ def clamped_free_beta_l(n: int) -> np.ndarray:
 
     f(b) = (1 + cos b cosh b)/cosh b = sech b + cos b has f(0) = 2 and sign(f(k pi)) = (-1)^k, so
     root k is bracketed in ((k-1) pi, k pi) (it lies within sech((k-1/2)pi) of (k-1/2) pi, on
-    either side) and refined with brentq.
+    either side) and refined with _root (bracketed).
     """
-    roots = [brentq(_clamped_free_char, (k - 1) * np.pi, k * np.pi,
-                    xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200)
+    roots = [_root(_clamped_free_char, (k - 1) * np.pi, k * np.pi, "clamped-free root")
              for k in range(1, int(n) + 1)]
     return np.asarray(roots)
 
@@ -167,25 +242,31 @@ def _clamped_mass_char(b, alpha, gamma):
 
 
 def _clamped_mass_roots(n: int, alpha: float, gamma: float) -> np.ndarray:
-    """First n positive roots b of the clamped-mass characteristic equation (grid scan + brentq)."""
+    """First n positive roots b of the clamped-mass characteristic equation (grid scan + _root).
+
+    A tip body only lowers the eigenvalues (Rayleigh), so root k lies below the clamped-free root k
+    < k pi: one scan to (n + 1.5) pi finds all n (no open-ended search). Roots are separated by
+    ~pi above b = 0.5; below, the two tip-body roots differ by a factor >= 1.9 in b (heavy-tip
+    2-DOF limit: omega_2^2/omega_1^2 >= 7 + 4 sqrt 3), which the 1.7 % geometric grid resolves.
+    """
     f = lambda bb: float(_clamped_mass_char(bb, alpha, gamma))
     # F(0) = 2 exactly; a geometric grid resolves roots pushed towards 0 by a large M or J.
     # (Cancellation in C t - S limits root 1 to ~eps/b^2 relative: 1e-14 at M/(mu L) = 1e4.)
     low = np.concatenate([[0.0], np.geomspace(1e-6, 0.5, 800, endpoint=False)])
-    b_max = (n + 1.5) * np.pi
-    while True:
-        grid = np.concatenate([low, np.arange(0.5, b_max, 2e-3)])
+    grid = np.concatenate([low, np.arange(0.5, (n + 1.5) * np.pi, 2e-3)])
+    with np.errstate(all="ignore"):
         vals = _clamped_mass_char(grid, alpha, gamma)
-        roots: list[float] = []
-        for i in np.nonzero(np.signbit(vals[:-1]) != np.signbit(vals[1:]))[0]:
-            if vals[i + 1] == 0.0:
-                continue   # exact zero on the grid: taken as the left end of the next interval
-            r = grid[i] if vals[i] == 0.0 else brentq(
-                f, grid[i], grid[i + 1], xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200)
-            roots.append(r)
-        if len(roots) >= n:
-            break
-        b_max += 2 * np.pi * (n - len(roots) + 1)
+    if not np.all(np.isfinite(vals)):
+        raise ModeSolverError(f"clamped-mass characteristic function not finite (M/(mu L) = {alpha:.3g}, "
+                              f"J/(mu L^3) = {gamma:.3g})")
+    roots: list[float] = []
+    for i in np.nonzero(np.signbit(vals[:-1]) != np.signbit(vals[1:]))[0]:
+        if vals[i + 1] == 0.0:
+            continue   # exact zero on the grid: taken as the left end of the next interval
+        roots.append(grid[i] if vals[i] == 0.0 else _root(f, grid[i], grid[i + 1], "clamped-mass root"))
+    if len(roots) < n:
+        raise ModeSolverError(f"clamped-mass root scan found {len(roots)} of {n} roots below "
+                              f"{(n + 1.5) * np.pi:.4g} (M/(mu L) = {alpha:.3g}, J/(mu L^3) = {gamma:.3g})")
     return np.asarray(roots[:n])
 
 
@@ -234,17 +315,19 @@ def clamped_mass_modes(length: float, EI: float, mu: float, n_modes: int,
     """Uniform Euler-Bernoulli link, clamped at x=0 with a tip body (M, J) at x=L.
 
     Implements the clamped-mass eigenproblem of De Luca & Siciliano (1991). Roots come
-    from a grid scan of the scaled determinant (module docstring) refined with brentq.
+    from a grid scan of the scaled determinant (module docstring) refined with _root (bracketed).
     Shapes use a cancellation-free basis, and they are mass-normalised including M and J.
     """
     L, EI, mu = float(length), float(EI), float(mu)
     M, J = float(tip_mass), float(tip_inertia)
+    _finite_inputs(length=L, EI=EI, mu=mu, tip_mass=M, tip_inertia=J)
     if L <= 0 or EI <= 0 or mu <= 0 or M < 0 or J < 0 or n_modes < 1:
-        raise ValueError("need length, EI, mu > 0, tip_mass, tip_inertia >= 0, n_modes >= 1")
+        raise ModeSolverError("need length, EI, mu > 0, tip_mass, tip_inertia >= 0, n_modes >= 1")
     alpha, gamma = M / (mu * L), J / (mu * L ** 3)
+    _check_ratios("analytic", mass=alpha, inertia=gamma)
     bl = _clamped_mass_roots(int(n_modes), alpha, gamma)
     betas = bl / L
-    omega = betas ** 2 * math.sqrt(EI / mu)
+    omega = check_frequencies(betas ** 2 * math.sqrt(EI / mu), "clamped-mass modes")
 
     xq = 0.5 * L * (_GL_X + 1.0)
     wq = 0.5 * L * _GL_W
@@ -255,6 +338,8 @@ def clamped_mass_modes(length: float, EI: float, mu: float, n_modes: int,
         wL = _eb_shape_eval(basis, coef, beta, b, np.array([L]), 0)[0]
         dwL = _eb_shape_eval(basis, coef, beta, b, np.array([L]), 1)[0]
         norm2 = mu * np.dot(wq, wv * wv) + M * wL ** 2 + J * dwL ** 2
+        if not (math.isfinite(norm2) and norm2 > 0.0 and np.all(np.isfinite(wv))):
+            raise ModeSolverError(f"clamped-mass mode at beta L = {b:.6g}: shape not finite (modal mass {norm2})")
         scale = _fix_sign(wL, dwL, np.max(np.abs(wv))) / math.sqrt(norm2)
         shapes.append((basis, coef * scale, beta, b))
 
@@ -276,20 +361,23 @@ def torsion_modes(length: float, GJ: float, rho_Ip: float, n_modes: int,
     ``w`` is the twist angle; ``d2w`` is its true second derivative -beta^2 phi.
     """
     L, GJ, rho_Ip, J = float(length), float(GJ), float(rho_Ip), float(tip_inertia)
+    _finite_inputs(length=L, GJ=GJ, rho_Ip=rho_Ip, tip_inertia=J)
     if L <= 0 or GJ <= 0 or rho_Ip <= 0 or J < 0 or n_modes < 1:
-        raise ValueError("need length, GJ, rho_Ip > 0, tip_inertia >= 0, n_modes >= 1")
+        raise ModeSolverError("need length, GJ, rho_Ip > 0, tip_inertia >= 0, n_modes >= 1")
     gamma = J / (rho_Ip * L)
+    _check_ratios("analytic", torsion=gamma)
     f = lambda b: gamma * b * math.sin(b) - math.cos(b)
     bl = []
     for k in range(1, int(n_modes) + 1):
         lo, hi = (k - 1) * np.pi, (k - 0.5) * np.pi
-        bl.append(hi if gamma == 0.0 else
-                  brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200))
+        bl.append(hi if gamma == 0.0 else _root(f, lo, hi, "torsion root"))
     bl = np.asarray(bl)
     betas = bl / L
-    omega = betas * math.sqrt(GJ / rho_Ip)
+    omega = check_frequencies(betas * math.sqrt(GJ / rho_Ip), "torsion modes")
     # int_0^L sin^2(beta x) dx = L/2 - sin(2b)/(4 beta)
     norm2 = rho_Ip * (0.5 * L - np.sin(2 * bl) / (4 * betas)) + J * np.sin(bl) ** 2
+    if not (np.all(np.isfinite(norm2)) and np.all(norm2 > 0.0)):
+        raise ModeSolverError(f"torsion modes: modal mass not finite and positive: {norm2.tolist()}")
     amp = np.sign(np.sin(bl)) / np.sqrt(norm2)
 
     def evaluator(x, k):

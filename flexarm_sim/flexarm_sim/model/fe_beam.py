@@ -9,6 +9,11 @@
   inertia, and 1-point (reduced) shear integration.
   ``timoshenko_ss_frequency_parameter`` rebuilds his Table I (simply supported span), and
   ``timoshenko_ss_analytic`` is his frequency equation (3.1), with the missing square restored.
+
+Robustness: ``fe_bending_modes`` refuses tip ratios above spec.TIP_RATIO_LIMITS["fem"] (beyond them
+the inverse eigenproblem loses the higher modes to rounding: measured 2e-4 relative at J/(mu L^3) = 1e9),
+non-finite or non-positive section data, and turns eigen-solver failures and non-finite, unordered
+results into spec.ModeSolverError.
 """
 from __future__ import annotations
 
@@ -16,9 +21,10 @@ import math
 from typing import Callable, Union
 
 import numpy as np
-from scipy.linalg import eigh
+from scipy.linalg import LinAlgError, eigh
 
-from .beam_modes import BendingModes, _fix_sign
+from .beam_modes import BendingModes, _check_ratios, _finite_inputs, _fix_sign, check_frequencies
+from .spec import ModeSolverError
 
 __all__ = [
     "fe_bending_modes",
@@ -80,16 +86,19 @@ def fe_bending_modes(length: float, n_elements: int, EI: Profile, mu: Profile, n
     L, ne = float(length), int(n_elements)
     M_tip, J_tip = float(tip_mass), float(tip_inertia)
     ndof = 2 * (ne + 1)
+    _finite_inputs(length=L, tip_mass=M_tip, tip_inertia=J_tip)
     if L <= 0 or ne < 1 or M_tip < 0 or J_tip < 0:
-        raise ValueError("need length > 0, n_elements >= 1, tip_mass, tip_inertia >= 0")
+        raise ModeSolverError("need length > 0, n_elements >= 1, tip_mass, tip_inertia >= 0")
     if not 1 <= n_modes <= ndof - 2:
-        raise ValueError(f"n_modes must be in 1..{ndof - 2} for {ne} elements")
+        raise ModeSolverError(f"n_modes must be in 1..{ndof - 2} for {ne} elements")
     h = L / ne
     N0, N2 = _hermite(_GP, h, 0), _hermite(_GP, h, 2)              # (4, ng)
     xg = (np.arange(ne)[:, None] + _GP[None, :]) * h                # (ne, ng)
     EIg, mug = _profile_values(EI, xg), _profile_values(mu, xg)
-    if np.any(EIg <= 0) or np.any(mug <= 0):
-        raise ValueError("EI and mu must be positive on [0, L]")
+    if not (np.all(np.isfinite(EIg)) and np.all(np.isfinite(mug))) or np.any(EIg <= 0) or np.any(mug <= 0):
+        raise ModeSolverError("EI and mu must be finite and positive on [0, L]")
+    mu_L = float(np.sum(mug * _GW) * h)                              # link mass
+    _check_ratios("fem", mass=M_tip / mu_L, inertia=J_tip / (mu_L * L ** 2))
     # element matrices: (ne, 4, 4)
     Ke = np.einsum("eg,ig,jg->eij", EIg * _GW * h, N2, N2)
     Me = np.einsum("eg,ig,jg->eij", mug * _GW * h, N0, N0)
@@ -106,10 +115,17 @@ def fe_bending_modes(length: float, n_elements: int, EI: Profile, mu: Profile, n
     # absolute, about 1e-8 relative for mode 1 at 32 elements.
     Kf, Mf = K[2:, 2:], M[2:, 2:]
     nf = ndof - 2
-    inv_lam, vec = eigh(Mf, Kf, subset_by_index=[nf - n_modes, nf - 1])
+    try:
+        inv_lam, vec = eigh(Mf, Kf, subset_by_index=[nf - n_modes, nf - 1])
+    except (LinAlgError, ValueError) as e:
+        raise ModeSolverError(f"FE eigen-solve failed ({e})") from None
     inv_lam, vec = inv_lam[::-1], vec[:, ::-1]
+    if not (np.all(np.isfinite(inv_lam)) and np.all(inv_lam > 0.0)):
+        raise ModeSolverError(f"FE eigenvalues 1/omega^2 not finite and positive: {inv_lam.tolist()}")
     vec = vec / np.sqrt(np.einsum("im,ij,jm->m", vec, Mf, vec))     # phi^T M phi = 1
-    omega = 1.0 / np.sqrt(inv_lam)
+    omega = check_frequencies(1.0 / np.sqrt(inv_lam), "FE bending modes")
+    if not np.all(np.isfinite(vec)):
+        raise ModeSolverError("FE mode shapes not finite")
     q = np.zeros((n_modes, ndof))
     q[:, 2:] = vec.T
     for k in range(n_modes):

@@ -9,8 +9,11 @@ payload is a rigid body in the elastic tip frame of the last link; a link's
 the link root, not the deformation).  In-plane bending is deflection along y of
 ``L_j`` (EI_z), out-of-plane bending along z (EI_y), torsion about x (GJ).
 
-All quantities are SI.  Validation errors raise :class:`ArmSpecError` with the
-full field path (e.g. ``joints[1].link.EI_z``) and the source file.
+All quantities are SI.  Every numeric field has a physical plausibility range
+(:data:`FIELD_RANGES`, rendered into the README by :func:`ranges_markdown`) and the
+cross-field rules of :data:`CROSS_FIELD_RULES`.  Validation errors raise
+:class:`ArmSpecError` with the full field path (e.g. ``joints[1].link.EI_z``) and the
+source file; :class:`ModeSolverError` (a subclass) is what the mode solvers raise.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import reprlib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,12 @@ import yaml
 
 __all__ = [
     "ArmSpecError",
+    "ModeSolverError",
+    "FieldRange",
+    "FIELD_RANGES",
+    "CROSS_FIELD_RULES",
+    "ranges_markdown",
+    "check_arm",
     "RigidBody",
     "LinkSpec",
     "JointSpec",
@@ -57,6 +67,144 @@ _DIRECT_KEYS = ("linear_density", "EI_z", "EI_y", "GJ", "polar_density")
 
 class ArmSpecError(ValueError):
     """Invalid arm description; the message names the field path and the source."""
+
+
+class ModeSolverError(ArmSpecError):
+    """A mode solver cannot produce verified modes for the given link data (ratio out of its verified
+    range, non-finite intermediate, iteration cap reached).  The model builder adds the link's path."""
+
+
+# ----------------------------------------------------------------------------------
+# plausibility ranges (the one table; README's "Arm description: ranges" is rendered from it)
+# ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldRange:
+    """Plausible values of one numeric field: [lo, hi] (ends open when flagged), or exactly 0 if ``zero``."""
+
+    field: str
+    unit: str
+    lo: float
+    hi: float
+    why: str
+    zero: bool = False
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def contains(self, x: float) -> bool:
+        if self.zero and x == 0.0:
+            return True
+        above = x > self.lo if self.lo_open else x >= self.lo
+        below = x < self.hi if self.hi_open else x <= self.hi
+        return above and below
+
+    def text(self) -> str:
+        """'0 or [1e-06, 10000] kg' style description of the accepted set."""
+        ends = f"{'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}{')' if self.hi_open else ']'}"
+        return f"{'0 or ' if self.zero else ''}{ends}{' ' + self.unit if self.unit else ''}"
+
+    def interval(self) -> str:
+        """The accepted set without the unit (README table)."""
+        return FieldRange(self.field, "", self.lo, self.hi, self.why, self.zero, self.lo_open,
+                          self.hi_open).text()
+
+
+def _num(x: float) -> str:
+    """1e-06 -> '1e-6', 10000 -> '1e4', 2*pi -> '2π'."""
+    if x in (math.tau, -math.tau):
+        return "-2π" if x < 0 else "2π"
+    if x == 0 or 1e-3 <= abs(x) < 1e4:
+        return f"{x:g}"
+    m, e = f"{x:e}".split("e")
+    return f"{float(m):g}e{int(e)}"
+
+
+_BODY = "<body>"    # joints[].hub, joints[].link.extra_mass, payload
+_R = FieldRange
+_TURN = math.tau
+FIELD_RANGES = {r.field: r for r in (
+    _R("gravity[]", "m/s²", -100.0, 100.0, "up to ~10 g per axis; Earth 9.81"),
+    _R("base.xyz[]", "m", -1000.0, 1000.0, "base within 1 km of the world origin"),
+    _R("base.rpy[]", "rad", -_TURN, _TURN, "one turn either way"),
+    _R("nominal_configuration[]", "rad", -100.0, 100.0, "joint angle; multi-turn joints up to ±16 turns"),
+    _R("joints", "", 1, 32, "joints per arm"),
+    _R("joints[].angle_offset", "rad", -_TURN, _TURN, "one turn either way"),
+    _R("joints[].offset", "m", -100.0, 100.0, "DH offset d, up to 100 m"),
+    _R("joints[].twist", "rad", -_TURN, _TURN, "one turn either way"),
+    _R("joints[].limits.position[]", "rad", -100.0, 100.0, "multi-turn joints up to ±16 turns"),
+    _R("joints[].limits.velocity", "rad/s", 1e-3, 1e3, "0.06 °/s to ~10⁴ rpm at the joint"),
+    _R("joints[].limits.effort", "N m", 1e-4, 1e6, "micro servo to the largest industrial joints"),
+    _R("joints[].limits.stop_stiffness", "N m/rad", 1e-3, 1e9,
+       "hard stop: the smallest effort limit over 5° to the largest over 0.05°; default: from the limits"),
+    _R("joints[].limits.stop_damping", "N m s/rad", 0.0, 1e7,
+       "hard stop: up to half-critical damping of the stiffest stop on 10 t at 3 m; default: ratio 0.5"),
+    _R("joints[].friction.viscous", "N m s/rad", 0.0, 1e6, "up to the largest efforts per rad/s"),
+    _R("joints[].friction.coulomb", "N m", 0.0, 1e6, "up to the largest efforts"),
+    _R("joints[].gear_ratio", "", 1e-2, 1e4, "1:100 step-up to 10⁴:1 reduction"),
+    _R("joints[].rotor_inertia", "kg m²", 1e-12, 10.0, "micro motor to the largest servo motors", zero=True),
+    _R(f"{_BODY}.mass", "kg", 1e-6, 1e4, "1 mg to 10 t; 0: no body", zero=True),
+    _R(f"{_BODY}.com[]", "m", -100.0, 100.0, "within the arm's size"),
+    _R(f"{_BODY}.inertia (moments)", "kg m²", 1e-12, 1e5,
+       "1 mg at 1 mm to 10 t at 3 m radius of gyration; 0: none about that axis", zero=True),
+    _R(f"{_BODY}.inertia (products)", "kg m²", -1e5, 1e5, "off-diagonal entries of a 3×3 inertia"),
+    _R("joints[].link.length", "m", 1e-3, 100.0, "a link between 1 mm and 100 m; 0: no rod", zero=True),
+    _R("joints[].link.linear_density", "kg/m", 1e-6, 1e4, "fine wire to a heavy girder", zero=True),
+    _R("joints[].link.EI_z", "N m²", 1e-6, 1e12, "thin plastic strip to a steel box girder", zero=True),
+    _R("joints[].link.EI_y", "N m²", 1e-6, 1e12, "thin plastic strip to a steel box girder", zero=True),
+    _R("joints[].link.GJ", "N m²", 1e-6, 1e12, "thin plastic strip to a steel box girder", zero=True),
+    _R("joints[].link.polar_density", "kg m", 1e-15, 1e4, "ρ(I_y + I_z) of a 0.1 mm wire to a girder",
+       zero=True),
+    _R("joints[].link.section.diameter", "m", 1e-4, 10.0, "0.1 mm to 10 m"),
+    _R("joints[].link.section.outer_diameter", "m", 1e-4, 10.0, "0.1 mm to 10 m"),
+    _R("joints[].link.section.inner_diameter", "m", 1e-4, 10.0, "0.1 mm to 10 m; 0: solid", zero=True),
+    _R("joints[].link.section.width", "m", 1e-4, 10.0, "0.1 mm to 10 m"),
+    _R("joints[].link.section.height", "m", 1e-4, 10.0, "0.1 mm to 10 m"),
+    _R("joints[].link.material.youngs_modulus", "Pa", 1e5, 2e12, "soft rubber to diamond"),
+    _R("joints[].link.material.density", "kg/m³", 1.0, 3e4, "aerogel to osmium"),
+    _R("joints[].link.material.poisson_ratio", "", -1.0, 0.5, "bounds of an isotropic solid", lo_open=True),
+    _R("joints[].link.material.shear_modulus", "Pa", 3e4, 1e12, "soft rubber to diamond"),
+    _R("joints[].link.modes.*", "", 0, 8, "modes per bending plane / torsion"),
+    _R("joints[].link.damping_ratio", "", 0.0, 1.0, "modal damping ratio of an underdamped mode",
+       hi_open=True),
+    _R("joints[].link.fem_elements", "", 1, 200, "Hermite elements per link, mode_solver: fem"),
+)}
+del _R
+
+# Clamped-mass tip ratios (outboard bodies at the nominal configuration) up to which each mode solver is
+# verified (test_spec_robustness): analytic roots against the heavy-tip two-DOF limit, FE against analytic.
+TIP_RATIO_LIMITS = {
+    "analytic": {"mass": 1e10, "inertia": 1e12, "torsion": 1e12},   # M/(mu L), J/(mu L^3), J/(rho Ip L)
+    "fem": {"mass": 1e6, "inertia": 1e6},
+}
+# load_model: smallest/largest eigenvalue of the mass matrix at the nominal configuration.
+MIN_MASS_EIGEN_RATIO = 1e-12
+
+CROSS_FIELD_RULES = (
+    "`joints[].limits.position`: lower < upper; `nominal_configuration[i]` within joint i's limits",
+    "`section.inner_diameter` < `section.outer_diameter`; the linear_density, EI_y, EI_z, GJ and "
+    "polar_density a section and material give lie in the ranges of those fields",
+    f"`{_BODY}.inertia`: symmetric, positive semidefinite; with mass > 0 its radius of gyration "
+    "√(I_max/mass) is at most 100 m",
+    "`mode_solver: fem`: 2·`fem_elements` ≥ the modes of each bending plane",
+    "`load_model`: the clamped-mass tip ratios (everything outboard at the nominal configuration) stay where "
+    "the mode solvers are verified — analytic: M/(μL) ≤ {a[mass]:g}, J/(μL³) ≤ {a[inertia]:g}, torsion "
+    "J/(ρI_p L) ≤ {a[torsion]:g}; fem: M/(μL) ≤ {f[mass]:g}, J/(μL³) ≤ {f[inertia]:g}".format(
+        a=TIP_RATIO_LIMITS["analytic"], f=TIP_RATIO_LIMITS["fem"]),
+    "`load_model`: modes finite, positive, increasing; every model array finite; the mass matrix at the "
+    f"nominal configuration positive definite with smallest/largest eigenvalue ≥ {MIN_MASS_EIGEN_RATIO:g} "
+    "(every joint has inertia about its axis)",
+)
+
+
+def ranges_markdown() -> str:
+    """The README table of FIELD_RANGES and CROSS_FIELD_RULES (test_spec checks the README against it)."""
+    lines = [f"`{_BODY}` is `joints[].hub`, `joints[].link.extra_mass` or `payload`; `[]` is any index.", "",
+             "| field | accepted | unit | why |", "|---|---|---|---|"]
+    for r in FIELD_RANGES.values():
+        lines.append(f"| `{r.field}` | {r.interval()} | {r.unit} | {r.why} |")
+    lines += ["", "Cross-field rules:", ""] + [f"* {rule}" for rule in CROSS_FIELD_RULES]
+    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------------
@@ -329,7 +477,8 @@ class _Checker:
             self.fail(path or "<root>", f"must be a mapping, got {_tname(v)}")
         for k in v:
             if not isinstance(k, str) or k not in allowed:
-                self.soft(_join(path, k), f"unknown key (allowed: {', '.join(allowed)})")
+                self.soft(_join(path, _short(k) if not isinstance(k, str) else k[:80]),
+                          f"unknown key (allowed: {', '.join(allowed)})")
         for k in required:
             if k not in v:
                 self.soft(_join(path, k), "required key missing")
@@ -343,10 +492,14 @@ class _Checker:
         return list(v)
 
     # --- scalars ---
-    def number(self, v, path, *, gt=None, ge=None, lt=None, le=None):
+    def number(self, v, path, *, gt=None, ge=None, lt=None, le=None, rng=None):
+        """A finite real; then the bounds given, then the plausibility range FIELD_RANGES[rng]."""
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-            self.fail(path, f"must be a number, got {_tname(v)} {v!r}")
-        x = float(v)
+            self.fail(path, f"must be a number, got {_tname(v)} {_short(v)}")
+        try:
+            x = float(v)
+        except (OverflowError, ValueError):
+            self.fail(path, f"must be a finite number, got {_short(v)}")
         if not math.isfinite(x):
             self.fail(path, f"must be finite, got {x}")
         if gt is not None and not x > gt:
@@ -357,30 +510,40 @@ class _Checker:
             self.fail(path, f"must be < {lt:g}, got {x}")
         if le is not None and not x <= le:
             self.fail(path, f"must be <= {le:g}, got {x}")
+        if rng is not None:
+            self.in_range(x, path, rng)
         return x
 
-    def integer(self, v, path, *, ge=None, le=None):
+    def in_range(self, x, path, rng, what=""):
+        r = FIELD_RANGES[rng]
+        if not r.contains(x):
+            self.fail(path, f"{what}must be {r.text()} ({r.why}), got {x:g}")
+
+    def integer(self, v, path, *, ge=None, le=None, rng=None):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-            self.fail(path, f"must be an integer, got {_tname(v)} {v!r}")
+            self.fail(path, f"must be an integer, got {_tname(v)} {_short(v)}")
         i = int(v)
         if ge is not None and i < ge:
-            self.fail(path, f"must be >= {ge}, got {i}")
+            self.fail(path, f"must be >= {ge}, got {_short(i)}")
         if le is not None and i > le:
-            self.fail(path, f"must be <= {le}, got {i}")
+            self.fail(path, f"must be <= {le}, got {_short(i)}")
+        if rng is not None and not FIELD_RANGES[rng].contains(i):
+            r = FIELD_RANGES[rng]
+            self.fail(path, f"must be {r.text()} ({r.why}), got {_short(i)}")
         return i
 
     def boolean(self, v, path):
         if not isinstance(v, (bool, np.bool_)):
-            self.fail(path, f"must be true or false, got {_tname(v)} {v!r}")
+            self.fail(path, f"must be true or false, got {_tname(v)} {_short(v)}")
         return bool(v)
 
     def string(self, v, path, *, choices=None, pattern=None):
         if not isinstance(v, str):
-            self.fail(path, f"must be a string, got {_tname(v)} {v!r}")
+            self.fail(path, f"must be a string, got {_tname(v)} {_short(v)}")
         if choices is not None and v not in choices:
-            self.fail(path, f"must be one of {', '.join(choices)}; got {v!r}")
+            self.fail(path, f"must be one of {', '.join(choices)}; got {_short(v)}")
         if pattern is not None and not pattern.match(v):
-            self.fail(path, f"must match {pattern.pattern} (ROS-safe name), got {v!r}")
+            self.fail(path, f"must match {pattern.pattern} (ROS-safe name), got {_short(v)}")
         return v
 
     def vector(self, v, path, n=None, **bounds):
@@ -399,19 +562,28 @@ class _Checker:
 
     # --- inertia ---
     def inertia(self, v, path):
-        """Scalar J (thin disc about z: diag(J/2,J/2,J)), [Ixx,Iyy,Izz], or 3x3 symmetric PSD."""
+        """Scalar J (thin disc about z: diag(J/2,J/2,J)), [Ixx,Iyy,Izz], or 3x3 symmetric PSD.
+
+        Moments (scalar, diagonal entries) and products (off-diagonal entries) are checked against
+        their FIELD_RANGES rows as written; the matrix must be symmetric and positive semidefinite.
+        """
+        moments, products = f"{_BODY}.inertia (moments)", f"{_BODY}.inertia (products)"
         if isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)):
-            J = self.number(v, path, ge=0.0)
+            J = self.number(v, path, ge=0.0, rng=moments)
+            self.in_range(J / 2, path, moments, what=f"gives the moments J/2 = {J / 2:g} about x and y, which ")
             return np.diag([J / 2, J / 2, J])
         seq = self.sequence(v, path)
         if len(seq) == 3 and all(not isinstance(r, (list, tuple, np.ndarray)) for r in seq):
-            return np.diag(self.vector(seq, path, 3, ge=0.0))
+            return np.diag(self.vector(seq, path, 3, ge=0.0, rng=moments))
         if len(seq) != 3:
             self.fail(path, f"must be a scalar, 3 diagonal values or a 3x3 matrix, got {len(seq)} entries")
         rows, ok = [], True
         for i, r in enumerate(seq):
             try:
-                rows.append(self.vector(r, f"{path}[{i}]", 3))
+                row = self.vector(r, f"{path}[{i}]", 3)
+                for k in range(3):
+                    self.in_range(row[k], f"{path}[{i}][{k}]", moments if k == i else products)
+                rows.append(row)
             except _Invalid:
                 ok = False
         if not ok:
@@ -427,6 +599,18 @@ class _Checker:
         return M
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlong = 40
+_REPR.maxlevel = 2
+
+
+def _short(v) -> str:
+    """Bounded repr for messages (an aliased YAML list or a 10**400 integer must not flood them)."""
+    r = _REPR.repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
 def _tname(v) -> str:
     return "null" if v is None else type(v).__name__
 
@@ -435,11 +619,23 @@ def _join(path: str, key) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+MAX_RADIUS_OF_GYRATION = 100.0   # m: no body of an arm is larger
+
+
 def _rigid_body(c: _Checker, v, path) -> RigidBody:
     c.mapping(v, path, ("mass", "com", "inertia"))
-    mass = c.guard(c.number, v.get("mass", 0.0), _join(path, "mass"), ge=0.0, default=0.0)
-    com = c.guard(c.vector, v.get("com", [0.0, 0.0, 0.0]), _join(path, "com"), 3, default=np.zeros(3))
-    inertia = c.guard(c.inertia, v.get("inertia", 0.0), _join(path, "inertia"), default=np.zeros((3, 3)))
+    mass = c.guard(c.number, v.get("mass", 0.0), _join(path, "mass"), ge=0.0, rng=f"{_BODY}.mass",
+                   default=0.0)
+    com = c.guard(c.vector, v.get("com", [0.0, 0.0, 0.0]), _join(path, "com"), 3, rng=f"{_BODY}.com[]",
+                  default=np.zeros(3))
+    inertia = c.guard(c.inertia, v.get("inertia", 0.0), _join(path, "inertia"), default=None)
+    if inertia is None:
+        inertia = np.zeros((3, 3))
+    elif mass > 0.0:
+        k = math.sqrt(max(0.0, float(np.linalg.eigvalsh(inertia)[-1])) / mass)
+        if k > MAX_RADIUS_OF_GYRATION:
+            c.soft(path, f"radius of gyration sqrt(I_max/mass) = {k:.3g} m exceeds "
+                   f"{MAX_RADIUS_OF_GYRATION:g} m (mass {mass:g} kg): inertia or mass mistyped?")
     return RigidBody(mass, com, inertia)
 
 
@@ -450,17 +646,21 @@ def _material(c: _Checker, v, path) -> dict:
         return dict(MATERIALS[name])
     c.mapping(v, path, ("youngs_modulus", "density", "poisson_ratio", "shear_modulus"),
               required=("youngs_modulus", "density"))
+    if "youngs_modulus" not in v or "density" not in v:
+        raise _Invalid
     out = {}
+    R = "joints[].link.material."
     for k in ("youngs_modulus", "density"):
         if k in v:
-            out[k] = c.guard(c.number, v[k], _join(path, k), gt=0.0)
+            out[k] = c.guard(c.number, v[k], _join(path, k), gt=0.0, rng=R + k)
     if "poisson_ratio" in v and "shear_modulus" in v:
         c.soft(path, "give either poisson_ratio or shear_modulus, not both")
     elif "poisson_ratio" in v:
         out["poisson_ratio"] = c.guard(c.number, v["poisson_ratio"], _join(path, "poisson_ratio"),
-                                       gt=-1.0, le=0.5)
+                                       gt=-1.0, le=0.5, rng=R + "poisson_ratio")
     elif "shear_modulus" in v:
-        out["shear_modulus"] = c.guard(c.number, v["shear_modulus"], _join(path, "shear_modulus"), gt=0.0)
+        out["shear_modulus"] = c.guard(c.number, v["shear_modulus"], _join(path, "shear_modulus"), gt=0.0,
+                                       rng=R + "shear_modulus")
     if any(x is None for x in out.values()):
         raise _Invalid
     return out
@@ -487,7 +687,8 @@ def _section(c: _Checker, v, path) -> dict:
             try:
                 dims[k] = c.number(v[k], _join(path, k),
                                    ge=0.0 if k == "inner_diameter" else None,
-                                   gt=None if k == "inner_diameter" else 0.0)
+                                   gt=None if k == "inner_diameter" else 0.0,
+                                   rng=f"joints[].link.section.{k}")
             except _Invalid:
                 ok = False
     if not ok:
@@ -509,12 +710,13 @@ def _link(c: _Checker, v, path) -> LinkSpec:
     if "modes" in v:
         try:
             m = c.mapping(v["modes"], P("modes"), ("in_plane", "out_of_plane", "torsion"))
+            R = "joints[].link.modes.*"
             n_ip = c.guard(c.integer, m.get("in_plane", 0), P("modes.in_plane"), ge=0,
-                           le=MAX_MODES_PER_KIND, default=0)
+                           le=MAX_MODES_PER_KIND, rng=R, default=0)
             n_op = c.guard(c.integer, m.get("out_of_plane", 0), P("modes.out_of_plane"), ge=0,
-                           le=MAX_MODES_PER_KIND, default=0)
+                           le=MAX_MODES_PER_KIND, rng=R, default=0)
             n_t = c.guard(c.integer, m.get("torsion", 0), P("modes.torsion"), ge=0,
-                          le=MAX_MODES_PER_KIND, default=0)
+                          le=MAX_MODES_PER_KIND, rng=R, default=0)
         except _Invalid:
             pass
     n_modes = n_ip + n_op + n_t
@@ -522,7 +724,7 @@ def _link(c: _Checker, v, path) -> LinkSpec:
     length = 0.0
     if "length" in v:
         length = c.guard(c.number, v["length"], P("length"), **({"gt": 0.0} if n_modes else {"ge": 0.0}),
-                         default=0.0)
+                         rng="joints[].link.length", default=0.0)
 
     extra = RigidBody.zero()
     if "extra_mass" in v:
@@ -561,11 +763,15 @@ def _link(c: _Checker, v, path) -> LinkSpec:
                     props["GJ"] = E / (2.0 * (1.0 + mat["poisson_ratio"])) * sec["J"]
                 elif needs["GJ"]:
                     c.soft(P("material"), "needs poisson_ratio or shear_modulus because modes.torsion > 0")
+                for k in _DIRECT_KEYS:     # what the section and material give must be plausible too
+                    if props[k] != 0.0 or needs[k]:
+                        c.guard(c.in_range, props[k], P("section"), f"joints[].link.{k}",
+                                what=f"with this material gives {k} = {props[k]:.3g}, which ")
     else:
         for k in _DIRECT_KEYS:
             if k in v:
                 bound = {"gt": 0.0} if needs[k] else {"ge": 0.0}
-                props[k] = c.guard(c.number, v[k], P(k), **bound, default=0.0)
+                props[k] = c.guard(c.number, v[k], P(k), **bound, rng=f"joints[].link.{k}", default=0.0)
             elif needs[k]:
                 c.soft(P(k), f"required (> 0) because {why[k]}")
 
@@ -574,15 +780,19 @@ def _link(c: _Checker, v, path) -> LinkSpec:
     mode_solver = c.guard(c.string, v.get("mode_solver", "analytic"), P("mode_solver"),
                           choices=MODE_SOLVERS, default="analytic")
     fem_elements = c.guard(c.integer, v.get("fem_elements", DEFAULT_FEM_ELEMENTS), P("fem_elements"),
-                           ge=1, default=DEFAULT_FEM_ELEMENTS)
+                           ge=1, rng="joints[].link.fem_elements", default=DEFAULT_FEM_ELEMENTS)
+    if mode_solver == "fem" and 2 * fem_elements < max(n_ip, n_op):
+        c.soft(P("fem_elements"), f"{fem_elements} Hermite elements give at most {2 * fem_elements} modes per "
+               f"bending plane, modes asks for {max(n_ip, n_op)}")
 
     zeta = np.zeros(n_modes)
     dr = v.get("damping_ratio", 0.0)
     try:
         if isinstance(dr, numbers.Real) and not isinstance(dr, (bool, np.bool_)):
-            zeta = np.full(n_modes, c.number(dr, P("damping_ratio"), ge=0.0, lt=1.0))
+            zeta = np.full(n_modes, c.number(dr, P("damping_ratio"), ge=0.0, lt=1.0,
+                                             rng="joints[].link.damping_ratio"))
         else:
-            zeta = c.vector(dr, P("damping_ratio"), n_modes, ge=0.0, lt=1.0)
+            zeta = c.vector(dr, P("damping_ratio"), n_modes, ge=0.0, lt=1.0, rng="joints[].link.damping_ratio")
     except _Invalid:
         pass
 
@@ -599,9 +809,10 @@ def _joint(c: _Checker, v, path) -> JointSpec:
     P = lambda k: _join(path, k)  # noqa: E731
     g = c.guard
     name = g(c.string, v["name"], P("name"), pattern=_NAME_RE, default="") if "name" in v else ""
-    angle_offset = g(c.number, v.get("angle_offset", 0.0), P("angle_offset"), default=0.0)
-    offset = g(c.number, v.get("offset", 0.0), P("offset"), default=0.0)
-    twist = g(c.number, v.get("twist", 0.0), P("twist"), default=0.0)
+    angle_offset = g(c.number, v.get("angle_offset", 0.0), P("angle_offset"), rng="joints[].angle_offset",
+                     default=0.0)
+    offset = g(c.number, v.get("offset", 0.0), P("offset"), rng="joints[].offset", default=0.0)
+    twist = g(c.number, v.get("twist", 0.0), P("twist"), rng="joints[].twist", default=0.0)
 
     lo, hi, vel, eff = -math.inf, math.inf, math.inf, math.inf
     stop_k = stop_c = None
@@ -610,20 +821,24 @@ def _joint(c: _Checker, v, path) -> JointSpec:
             lim = c.mapping(v["limits"], P("limits"), ("position", "velocity", "effort", "stop_stiffness",
                                                        "stop_damping"))
             if "position" in lim:
-                pl = g(c.vector, lim["position"], P("limits.position"), 2)
+                pl = g(c.vector, lim["position"], P("limits.position"), 2, rng="joints[].limits.position[]")
                 if pl is not None:
                     if pl[0] < pl[1]:
                         lo, hi = float(pl[0]), float(pl[1])
                     else:
                         c.soft(P("limits.position"), f"lower limit must be < upper limit, got {pl.tolist()}")
             if "velocity" in lim:
-                vel = g(c.number, lim["velocity"], P("limits.velocity"), gt=0.0, default=math.inf)
+                vel = g(c.number, lim["velocity"], P("limits.velocity"), gt=0.0, rng="joints[].limits.velocity",
+                        default=math.inf)
             if "effort" in lim:
-                eff = g(c.number, lim["effort"], P("limits.effort"), gt=0.0, default=math.inf)
+                eff = g(c.number, lim["effort"], P("limits.effort"), gt=0.0, rng="joints[].limits.effort",
+                        default=math.inf)
             if "stop_stiffness" in lim:
-                stop_k = g(c.number, lim["stop_stiffness"], P("limits.stop_stiffness"), gt=0.0)
+                stop_k = g(c.number, lim["stop_stiffness"], P("limits.stop_stiffness"), gt=0.0,
+                           rng="joints[].limits.stop_stiffness")
             if "stop_damping" in lim:
-                stop_c = g(c.number, lim["stop_damping"], P("limits.stop_damping"), ge=0.0)
+                stop_c = g(c.number, lim["stop_damping"], P("limits.stop_damping"), ge=0.0,
+                           rng="joints[].limits.stop_damping")
         except _Invalid:
             pass
 
@@ -631,12 +846,15 @@ def _joint(c: _Checker, v, path) -> JointSpec:
     if "friction" in v:
         try:
             fr = c.mapping(v["friction"], P("friction"), ("viscous", "coulomb"))
-            viscous = g(c.number, fr.get("viscous", 0.0), P("friction.viscous"), ge=0.0, default=0.0)
-            coulomb = g(c.number, fr.get("coulomb", 0.0), P("friction.coulomb"), ge=0.0, default=0.0)
+            viscous = g(c.number, fr.get("viscous", 0.0), P("friction.viscous"), ge=0.0,
+                        rng="joints[].friction.viscous", default=0.0)
+            coulomb = g(c.number, fr.get("coulomb", 0.0), P("friction.coulomb"), ge=0.0,
+                        rng="joints[].friction.coulomb", default=0.0)
         except _Invalid:
             pass
-    gear = g(c.number, v.get("gear_ratio", 1.0), P("gear_ratio"), gt=0.0, default=1.0)
-    rotor = g(c.number, v.get("rotor_inertia", 0.0), P("rotor_inertia"), ge=0.0, default=0.0)
+    gear = g(c.number, v.get("gear_ratio", 1.0), P("gear_ratio"), gt=0.0, rng="joints[].gear_ratio", default=1.0)
+    rotor = g(c.number, v.get("rotor_inertia", 0.0), P("rotor_inertia"), ge=0.0, rng="joints[].rotor_inertia",
+              default=0.0)
     hub = g(_rigid_body, c, v.get("hub", {}), P("hub"), default=RigidBody.zero())
     link = _link(c, v.get("link", {"length": 0.0}), P("link"))
     return JointSpec(name=name, angle_offset=angle_offset, offset=offset, twist=twist,
@@ -667,23 +885,23 @@ def _arm(c: _Checker, d) -> ArmSpec:
     description = g(c.string, d.get("description", ""), "description", default="")
     planar = g(c.boolean, d.get("planar", False), "planar", default=False)
     nonlinear = g(c.boolean, d.get("geometric_nonlinearity", True), "geometric_nonlinearity", default=True)
-    gravity = g(c.vector, d.get("gravity", list(DEFAULT_GRAVITY)), "gravity", 3,
+    gravity = g(c.vector, d.get("gravity", list(DEFAULT_GRAVITY)), "gravity", 3, rng="gravity[]",
                 default=np.array(DEFAULT_GRAVITY))
 
     xyz, rpy = np.zeros(3), np.zeros(3)
     if "base" in d:
         try:
             b = c.mapping(d["base"], "base", ("xyz", "rpy"))
-            xyz = g(c.vector, b.get("xyz", [0.0, 0.0, 0.0]), "base.xyz", 3, default=np.zeros(3))
-            rpy = g(c.vector, b.get("rpy", [0.0, 0.0, 0.0]), "base.rpy", 3, default=np.zeros(3))
+            xyz = g(c.vector, b.get("xyz", [0.0, 0.0, 0.0]), "base.xyz", 3, rng="base.xyz[]", default=np.zeros(3))
+            rpy = g(c.vector, b.get("rpy", [0.0, 0.0, 0.0]), "base.rpy", 3, rng="base.rpy[]", default=np.zeros(3))
         except _Invalid:
             pass
 
     joints = []
     if "joints" in d:
         seq = c.sequence(d["joints"], "joints")
-        if not seq:
-            c.fail("joints", "must contain at least one joint")
+        if not FIELD_RANGES["joints"].contains(len(seq)):
+            c.fail("joints", f"must contain {FIELD_RANGES['joints'].text()}, got {len(seq)}")
         for i, jv in enumerate(seq):
             j = g(_joint, c, jv, f"joints[{i}]")
             if j is not None:
@@ -699,7 +917,7 @@ def _arm(c: _Checker, d) -> ArmSpec:
 
     q0 = np.zeros(n)
     if "nominal_configuration" in d:
-        q = g(c.vector, d["nominal_configuration"], "nominal_configuration", n)
+        q = g(c.vector, d["nominal_configuration"], "nominal_configuration", n, rng="nominal_configuration[]")
         if q is not None:
             q0 = q
             for i, j in enumerate(joints):
@@ -763,13 +981,18 @@ _Loader.add_implicit_resolver(
 
 
 def load_arm(path) -> ArmSpec:
-    """Load and validate an arm description YAML file."""
+    """Load and validate an arm description YAML file (a missing/unreadable file raises OSError)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ArmSpecError(f"invalid arm description in {path}: not UTF-8 text ({e})") from None
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 (SafeLoader subclass)
     except yaml.YAMLError as e:
         raise ArmSpecError(f"invalid arm description in {path}: YAML error: {e}") from None
+    except RecursionError:
+        raise ArmSpecError(f"invalid arm description in {path}: YAML nested too deeply") from None
     return arm_from_dict(data, source=str(path))
 
 
@@ -820,8 +1043,23 @@ def arm_to_dict(spec: ArmSpec) -> dict:
     }
 
 
+def check_arm(spec) -> ArmSpec:
+    """Re-run every check of :func:`arm_from_dict` on an ArmSpec (one built with dataclasses.replace or by
+    hand skips them); returns ``spec`` or raises ArmSpecError naming the field."""
+    if not isinstance(spec, ArmSpec):
+        raise ArmSpecError(f"invalid arm description: expected an ArmSpec, got {_tname(spec)}")
+    try:
+        d = arm_to_dict(spec)
+    except Exception as e:  # a malformed hand-built ArmSpec (wrong member types): name what broke
+        raise ArmSpecError(f"invalid arm description in {spec.source}: malformed ArmSpec "
+                           f"({type(e).__name__}: {e})") from None
+    arm_from_dict(d, source=spec.source)
+    return spec
+
+
 def rigid_limit(spec: ArmSpec) -> ArmSpec:
     """The same arm with every flexible mode removed (distributed link mass kept)."""
+    check_arm(spec)
     joints = tuple(
         replace(j, link=replace(j.link, n_in_plane=0, n_out_of_plane=0, n_torsion=0,
                                 damping_ratio=np.zeros(0)))

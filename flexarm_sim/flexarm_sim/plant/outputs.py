@@ -63,6 +63,10 @@ class LinkInfo:
         self.phi_tip = np.ascontiguousarray(d.phi_tip[j][:, :m])
         self.theta_tip = np.ascontiguousarray(d.theta_tip[j][:, :m])
         self.stiffness = np.ascontiguousarray(d.stiffness[j][:m, :m])
+        # the curvature's quartic strain energy 1/2 K4 . delta^4 (geometric nonlinearity; link_modes), as an
+        # (m^2, m^2) matrix on delta (x) delta
+        self.quartic = (np.ascontiguousarray(d.fs_K4[j][:m, :m, :m, :m].reshape(m * m, m * m))
+                        if d.fs_active[j] else None)
         per_mode = []
         for k, p in enumerate(self.planes):
             if p == IN_PLANE:
@@ -72,6 +76,15 @@ class LinkInfo:
             else:
                 per_mode.append(self.theta_tip[0, k])
         self.mode_tip_displacement = [float(x) for x in per_mode]
+
+    def elastic_energy(self, dl) -> float:
+        """Strain energy of the link at modal coordinates dl: 1/2 dl K dl (+ 1/2 K4 . dl^4 with the geometric
+        nonlinearity)."""
+        e = 0.5 * float(dl @ self.stiffness @ dl)
+        if self.quartic is not None:
+            dd = np.outer(dl, dl).ravel()
+            e += 0.5 * float(dd @ self.quartic @ dd)
+        return e
 
 
 class ArmOutputs:
@@ -99,7 +112,7 @@ class ArmOutputs:
     def link_values(self, info: LinkInfo, z, zd):
         """(delta, delta_dot, tip_deflection(3), tip_rotation(3), elastic_energy)."""
         dl = z[info.slice]
-        return (dl, zd[info.slice], info.phi_tip @ dl, info.theta_tip @ dl, 0.5 * float(dl @ info.stiffness @ dl))
+        return (dl, zd[info.slice], info.phi_tip @ dl, info.theta_tip @ dl, info.elastic_energy(dl))
 
     # ------------------------------------------------------------------ kinematics
     def frames(self, z):

@@ -4,7 +4,7 @@ Why: publishing a MarkerArray converts every geometry_msgs/Point into C inside r
 point, while holding the GIL; with a 300-point trail at 30 Hz those pauses stalled the 1 kHz loop thread
 (bench/bench_plant_timing.py: p99 period error 258 us with markers, 10 us without). The markers have a fixed
 shape for a given arm and trail length, so their CDR serialization is a fixed byte layout: `MarkerEncoder`
-serializes one template message (messages.markers_from_geometry, the same builder the plant used before) with
+serializes one template message (markers_from_geometry, below: the message itself) with
 sentinel coordinates and stamps, finds where they landed, and afterwards writes coordinates and stamps into
 that buffer with numpy and hands `bytes` to Publisher.publish (rclpy's raw publish).
 
@@ -15,9 +15,12 @@ through repeated points draws the same line). Offsets are verified against the t
 from __future__ import annotations
 
 import numpy as np
+from geometry_msgs.msg import Point
 from rclpy.serialization import serialize_message
+from std_msgs.msg import ColorRGBA
+from visualization_msgs.msg import Marker, MarkerArray
 
-from . import messages
+from ..ros.messages import stamp
 
 _SEC, _NSEC = 1515870810, 987654321          # sentinel stamp (int32 sec, uint32 nanosec)
 _CDR_LE = b'\x00\x01'                         # CDR little-endian encapsulation
@@ -45,7 +48,7 @@ class MarkerEncoder:
         jt = _sentinels(len(lines), n_joints + 1)
         trail = list(_sentinels(len(lines) + 1, counts[-1])) if counts[-1] else []
         t_ns = _SEC * 1_000_000_000 + _NSEC
-        msg = messages.markers_from_geometry(jt[:-1], lines, jt[-1], trail, t_ns, frame_id, ns)
+        msg = markers_from_geometry(jt[:-1], lines, jt[-1], trail, t_ns, frame_id, ns)
         buf = bytearray(serialize_message(msg))
         if bytes(buf[:2]) != _CDR_LE:
             return None
@@ -91,3 +94,56 @@ class MarkerEncoder:
             s[0] = sec
             n[0] = nsec
         return bytes(self._buf)
+
+
+def _points(arr):
+    return [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in arr]
+
+
+def markers_from_geometry(joints, lines, tip, trail, t_ns: int, frame_id: str, ns: str = 'flexarm') -> MarkerArray:
+    """The plant's MarkerArray from the arm's geometry: joint origins (n, 3), centre lines [(k, 3)] (LINE_STRIP, ids
+    0..n-1), joints and tip (SPHERE_LIST, id 100), trail [(3,)] (LINE_STRIP, id 101)."""
+    st = stamp(t_ns)
+    arr = MarkerArray()
+    result = []
+    for j, line in enumerate(lines):
+        mk = Marker()
+        mk.header.stamp = st
+        mk.header.frame_id = frame_id
+        mk.ns = ns + '/links'
+        mk.id = j
+        mk.type = Marker.LINE_STRIP
+        mk.action = Marker.ADD
+        mk.pose.orientation.w = 1.0
+        mk.scale.x = 0.02
+        mk.color = ColorRGBA(r=0.2, g=0.5, b=0.9, a=1.0)
+        mk.points = _points(line)
+        result.append(mk)
+    mk = Marker()
+    mk.header.stamp = st
+    mk.header.frame_id = frame_id
+    mk.ns = ns + '/joints'
+    mk.id = 100
+    mk.type = Marker.SPHERE_LIST
+    mk.action = Marker.ADD
+    mk.pose.orientation.w = 1.0
+    mk.scale.x = mk.scale.y = mk.scale.z = 0.05
+    mk.color = ColorRGBA(r=0.9, g=0.4, b=0.1, a=1.0)
+    mk.points = _points(np.vstack([joints, tip[None, :]]))
+    result.append(mk)
+    mk = Marker()
+    mk.header.stamp = st
+    mk.header.frame_id = frame_id
+    mk.ns = ns + '/trail'
+    mk.id = 101
+    mk.type = Marker.LINE_STRIP
+    mk.pose.orientation.w = 1.0
+    mk.scale.x = 0.005
+    mk.color = ColorRGBA(r=0.1, g=0.8, b=0.3, a=0.8)
+    # trail: geometry_msgs/Point objects (kept by the caller, built once per sample) or (3,) arrays
+    pts = [p if isinstance(p, Point) else Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in trail]
+    mk.action = Marker.ADD if len(pts) >= 2 else Marker.DELETE
+    mk.points = pts if len(pts) >= 2 else []
+    result.append(mk)
+    arr.markers = result
+    return arr

@@ -1,13 +1,18 @@
 """``hardware_bridge`` node: Dynamixel X-series servos <-> ROS 2 (thin rclpy adapter around core.py).
 
 Run: ``hardware_bridge --ros-args --params-file flexarm_bringup/config/hardware_bridge.yaml``
-(parameters: bridge/config.py and the commented YAML; an invalid or unknown parameter stops the node
-at start with a message naming it, exit code 2).
+(the console script, flexarm_control/entry.py, runs this class through flexarm_sim/ros/node_main.py; parameters: bridge/config.py and the commented YAML; an
+invalid or unknown parameter stops the node at start with a message naming it, exit code 2).
 
 Threads: a loop thread runs :meth:`BridgeCore.cycle` on absolute monotonic deadlines at ``loop_rate``
 (one GroupSyncRead + one GroupSyncWrite per cycle; a late cycle skips the missed periods - it never
-runs cycles back to back - and counts an overrun) and publishes /joint_states; the rclpy executor
-(main thread) handles commands, services and the /diagnostics timer.
+runs cycles back to back - and counts an overrun) and publishes /joint_states, then (``prompt_write``,
+default on) waits up to half a period for the command that answers it and writes it at once: the
+command reaches the servos one period sooner than at the next cycle's write (at 250 Hz, a controller
+answering in ~2 ms acts ~2 ms after the reading instead of ~4-8 ms); the rclpy executor
+(main thread) handles commands, services and the /diagnostics timer. :meth:`BridgeNode.stop` ends
+the loop thread, switches the torque off and closes the port (the loop thread is the only user of the
+port; stop() waits for it).
 
 Topics (QoS: KEEP_LAST, RELIABLE, VOLATILE)
 | topic | type | |
@@ -23,32 +28,27 @@ while enabled). Torque is off at start and after every fault/reconnect.
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from flexarm_msgs.msg import FlexState
+from flexarm_sim.common.scheduler import FixedRateScheduler, set_timer_slack
+from flexarm_sim.model.layout import joints_only_layout
+from flexarm_sim.ros.flexstate import FlexStateEncoder
+from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, qos
 
-from .config import PARAMETERS, BridgeConfig, ConfigError
+from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
+
+from .config import BridgeConfig, _names, table_for
 from .core import DISABLED, ENABLED, BridgeCore
 from .servo_bus import ServoBus
-
-LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
-
-
-def _qos(depth=10):
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.VOLATILE)
-
 
 def _fmt(v):
     return f'{v:.6g}' if isinstance(v, float) else str(v)
@@ -77,14 +77,15 @@ class MonotonicToRos:
 
 class BridgeNode(Node):
     def __init__(self, **kw):
-        super().__init__('hardware_bridge', allow_undeclared_parameters=True,
-                         automatically_declare_parameters_from_overrides=True, **kw)
-        given = {name: p.value for name, p in self._parameters.items()}
-        self.cfg = BridgeConfig.from_mapping(given)
-        for name, p in PARAMETERS.items():       # make the defaults visible to `ros2 param list`
-            if name not in given and p.default is not None:
-                self.declare_parameter(name, list(p.default) if isinstance(p.default, tuple) else p.default)
+        super().__init__('hardware_bridge', **kw)
+        warn_unmatched_params_files(self)
+        # the table of these joints (joints.<joint>.<key> for every name in joint_names), declared as every node's
+        override = (getattr(self, '_parameter_overrides', {}) or {}).get('joint_names')
+        names = _names(override.value, 'joint_names') if override is not None and override.value is not None else []
+        self.params = NodeParams(self, table_for(names))
+        self.cfg = BridgeConfig.from_mapping(self.params.values)
         self.period = 1.0 / self.cfg['loop_rate']
+        self.prompt_write = self.cfg['prompt_write']
         if not 200.0 <= self.cfg['loop_rate'] <= 500.0:
             self.get_logger().warning(f'loop_rate {self.cfg["loop_rate"]:g} Hz is outside the usual 200-500 Hz')
         self.bus = ServoBus(self.cfg.bus_config())
@@ -94,16 +95,20 @@ class BridgeNode(Node):
         self.names = self.cfg.names
         self.frame_id = self.cfg['frame_id']
 
-        self.pub_js = self.create_publisher(JointState, '/joint_states', _qos(10))
+        self.pub_js = self.create_publisher(JointState, '/joint_states', qos(10))
         # what the servos can tell of the flexible state (joints only: no strain sensing, `links` empty), so the
-        # flexarm controllers, which read /flexarm/state, run on hardware unchanged
-        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', _qos(10))
+        # flexarm controllers, which read /flexarm/state, run on hardware unchanged (one codec: ros/flexstate.py)
+        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', qos(10))
+        self.js_encoder = JointStateEncoder(self.names, frame_id=self.frame_id)
+        self.state_encoder = FlexStateEncoder(joints_only_layout(self.names), self.frame_id)
+        self.commands = CommandReader(len(self.names))
         self.n_state = 0
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', _qos(10))
-        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, _qos(10))
+        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
+        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, qos(10),
+                                 raw=True)
         if self.core.position_mask.any():
             self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position,
-                                     _qos(10))
+                                     qos(10))
         self.create_service(Trigger, '~/enable', lambda req, resp: self._serve('enable', resp))
         self.create_service(Trigger, '~/disable', lambda req, resp: self._serve('disable', resp))
         self.create_service(Trigger, '~/reboot', lambda req, resp: self._serve('reboot', resp))
@@ -135,8 +140,8 @@ class BridgeNode(Node):
             self.get_logger().warning(f'rejected command on {topic}: {reason} (previous command kept; '
                                       f'{self.core.commands_rejected} rejected so far)')
 
-    def _on_effort(self, msg):
-        ok, reason = self.core.submit_effort(msg.data)
+    def _on_effort(self, data):
+        ok, reason = self.core.submit_effort(self.commands.values(data))
         self._reject(ok, reason, '/effort_controller/commands')
 
     def _on_position(self, msg):
@@ -154,21 +159,9 @@ class BridgeNode(Node):
 
     # ------------------------------------------------------------------ outputs
     def _publish_joint_state(self, r):
-        msg = JointState()
         ns = self.to_ros(r.stamp)
-        msg.header.stamp.sec, msg.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
-        msg.header.frame_id = self.frame_id
-        msg.name = self.names
-        msg.position = r.position.tolist()
-        msg.velocity = r.velocity.tolist()
-        msg.effort = r.effort.tolist()
-        self.pub_js.publish(msg)
-        st = FlexState()
-        st.header = msg.header
-        st.step = self.n_state
-        st.joint_names = msg.name
-        st.position, st.velocity, st.effort = msg.position, msg.velocity, msg.effort
-        self.pub_state.publish(st)
+        self.pub_js.publish(self.js_encoder.fill(r.position, r.velocity, r.effort, ns))
+        self.pub_state.publish(self.state_encoder.fill(r.position, r.velocity, r.effort, self.n_state, ns))
         self.n_state += 1
 
     def diagnostics_msg(self) -> DiagnosticArray:
@@ -205,13 +198,20 @@ class BridgeNode(Node):
         self._running = True
         self._thread.start()
 
-    def stop(self):
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop the loop thread, torque off, close the port. Idempotent; call it from the main thread
+        before destroying the node. False if the loop thread did not end within *timeout* s (it then
+        still owns the port and switches the torque off itself when its cycle returns)."""
         self._running = False
         if self._thread.is_alive():
-            self._thread.join(timeout=3.0)
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self.get_logger().error(f'bridge loop did not stop within {timeout:g} s')
+                return False
+        self.core.shutdown()            # no-op if the loop thread already did it
+        return True
 
     def _loop(self):
-        from flexarm_sim.plant.scheduler import FixedRateScheduler, set_timer_slack
         set_timer_slack(1000)
         sched = FixedRateScheduler(self.period, max_catchup=0)
         core = self.core
@@ -219,10 +219,17 @@ class BridgeNode(Node):
         try:
             while self._running:
                 sched.wait()
+                if not self._running:
+                    break
                 before = core.state
                 reading = core.cycle()
-                if reading is not None:
+                if reading is not None and self._running:
+                    seq = core.command_seq()
                     self._publish_joint_state(reading)
+                    # the controller answers this reading: write its command when it comes, not a cycle later
+                    if self.prompt_write and core.state == ENABLED and \
+                            core.wait_for_command(seq, 0.5 * self.period):
+                        core.write_now()
                 core.stats.overruns = sched.stats.overruns
                 if before not in (ENABLED, DISABLED) or core.state not in (ENABLED, DISABLED):
                     sched.start()     # recovery steps take their own time: re-anchor, not an overrun
@@ -231,32 +238,3 @@ class BridgeNode(Node):
                 self.get_logger().fatal(f'bridge loop stopped: {e!r}; torque off')
         finally:
             core.shutdown()
-            core.state = DISABLED
-
-
-def main(args=None):
-    sys.setswitchinterval(0.0005)
-    rclpy.init(args=args)
-    try:
-        node = BridgeNode()
-    except (ConfigError, ValueError) as e:
-        print(f'hardware_bridge: {e}', file=sys.stderr, flush=True)
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    node.start()
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.stop()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())

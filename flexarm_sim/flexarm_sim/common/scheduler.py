@@ -95,15 +95,24 @@ class TimingStats:
 class FixedRateScheduler:
     """Absolute-deadline ticking with bounded catch-up (see module docstring)."""
 
+    SPIN_FLOOR_S = 20e-6
+    OVERSLEEP_DECAY = 0.999           # per tick: the oversleep estimate forgets a spike over ~1000 ticks
+
     def __init__(self, period_s: float, max_catchup: int = 5, clock=time.monotonic, sleep=time.sleep,
                  stats: TimingStats | None = None, spin_s: float = 0.0):
         self.clock = clock
-        self.spin_s = float(spin_s)     # sleep to deadline - spin_s, then busy-wait (sleep wake-up jitter)
+        # sleep to deadline - spin, then busy-wait the rest (the sleep's wake-up jitter). spin adapts to the
+        # measured oversleep (a decaying maximum, x1.25 + 10 us, at least SPIN_FLOOR_S), at most spin_s: with a
+        # real-time thread the wake-ups are punctual and most of the busy-wait's CPU is saved
+        self.spin_s = float(spin_s)
+        self.spin = float(spin_s)
+        self._oversleep = 0.0
         self.sleep = sleep
         self.period = float(period_s)
         self.max_catchup = int(max_catchup)
         self.stats = stats or TimingStats()
         self.next_deadline = None
+        self.tick_deadline = 0.0      # deadline of the tick wait() last started (its sample instant)
         self.lag_s = 0.0          # simulated time dropped by skipping (plant behind the wall clock)
 
     def start(self, now: float | None = None):
@@ -111,10 +120,6 @@ class FixedRateScheduler:
         now = self.clock() if now is None else now
         self.next_deadline = now + self.period
         self.stats.restart_intervals()
-
-    def set_period(self, period_s: float):
-        self.period = float(period_s)
-        self.start()
 
     def wait(self) -> float:
         """Block until the next tick is due; returns its start time (clock seconds)."""
@@ -124,12 +129,18 @@ class FixedRateScheduler:
         period = self.period
         if period <= 0.0:
             self.stats.record_tick(now, 0.0)
+            self.tick_deadline = now
             return now
         deadline = self.next_deadline
         if now < deadline:
             if self.spin_s > 0.0:
-                if deadline - now > self.spin_s:
-                    self.sleep(deadline - now - self.spin_s)
+                spin = self.spin
+                if deadline - now > spin:
+                    target = deadline - spin
+                    self.sleep(target - now)
+                    now = self.clock()
+                    self._oversleep = max(now - target, self._oversleep * self.OVERSLEEP_DECAY)
+                    self.spin = min(self.spin_s, max(self.SPIN_FLOOR_S, 1.25 * self._oversleep + 10e-6))
                 now = self.clock()
                 while now < deadline:
                     now = self.clock()
@@ -137,6 +148,7 @@ class FixedRateScheduler:
                 self.sleep(deadline - now)
                 now = self.clock()
         late = now - deadline
+        self.tick_deadline = deadline
         self.stats.record_tick(now, late)
         if late >= period:
             self.stats.overruns += 1
@@ -146,5 +158,6 @@ class FixedRateScheduler:
                 deadline += skip * period
                 self.stats.skipped += skip
                 self.lag_s += skip * period
+                self.tick_deadline = deadline
         self.next_deadline = deadline + period
         return now

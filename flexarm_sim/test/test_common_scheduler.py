@@ -1,7 +1,7 @@
 """Absolute-deadline scheduler with a fake clock: no drift, catch-up, skip-and-count."""
 import pytest
 
-from flexarm_sim.plant.scheduler import FixedRateScheduler, TimingStats
+from flexarm_sim.common.scheduler import FixedRateScheduler, TimingStats
 
 
 class FakeClock:

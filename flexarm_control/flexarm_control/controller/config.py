@@ -1,0 +1,120 @@
+"""Parameters of the controller nodes `pd_servo`, `modal`, `computed_torque` (no ROS): one table per node.
+
+config/controllers.yaml is generated from these tables (`python -m flexarm_control.controller.config`; a test
+checks the shipped file is). The node name is the section name everywhere (launch files, `ros2 run` with the
+shipped file, `flexarm run`).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list,
+                                       float_range, integer, string)
+
+SHAPERS = ('none', 'zv', 'zvd')
+KINDS = ('pd_servo', 'modal', 'computed_torque')
+
+COMMON = {
+    'arm': Param('deluca_two_link', string(),
+                 'arm description (a YAML path or the name of a shipped arm); must be the plant\'s (the node '
+                 'refuses states of another arm)'),
+    'rate': Param(500.0, float_range(lo=0.0, lo_open=True, hi=10000.0),
+                  'Hz, the control rate: must equal the plant\'s publish_rates.state (one command per state; the '
+                  'laws are designed for this period; the node warns when the states arrive at another rate)'),
+    'state_timeout': Param(0.1, float_range(lo=0.001, hi=10.0),
+                           's (wall) without a fresh /flexarm/state -> stop commanding (the plant\'s watchdog takes '
+                           'over)'),
+    'shaping': Param('none', choice(SHAPERS),
+                     'input shaping of the reference from the closed-loop modes at the move target', runtime=True),
+    'shaping_modes': Param(2, integer(lo=1, hi=10), 'modes the shaper cancels', runtime=True),
+    'lockstep': Param(False, boolean(),
+                      'plant in lockstep: answer every state with flexarm_msgs/JointEffortCommand (step = state '
+                      'step + 1) as well'),
+    'event_driven': Param(True, boolean(),
+                          'answer every state at once (false: a timer at `rate` uses the newest state)'),
+    'input_delay': Param(DERIVED, float_range(lo=0.0, hi=0.1),
+                         's of transport delay the gains are designed for; not set = one period 1/rate (lockstep: 0)'),
+    'safe_mode.max_state_age': Param(DERIVED, float_range(lo=0.0, lo_open=True, hi=1.0),
+                                     's: a state older than this when it is acted on (the plant stamps the sample '
+                                     'instant) is beyond what the gains were designed for; not set = input_delay + '
+                                     '2 periods'),
+    'safe_mode.trigger_count': Param(3, integer(lo=1, hi=1000),
+                                     'consecutive late states (or skipped periods) that switch to the safe mode'),
+    'safe_mode.recover_time': Param(0.5, float_range(lo=0.0, hi=60.0),
+                                    's of states on time before the normal law resumes'),
+    'default_move': Param(False, boolean(),
+                          'on the first state, move every joint by move_angle in move_time (cycloidal)'),
+    'move_angle': Param(math.pi / 3, float_range(lo=-2 * math.pi, hi=2 * math.pi), 'rad'),
+    'move_time': Param(2.5, float_range(lo=0.01, hi=3600.0), 's'),
+}
+
+GAINS = {
+    'pd_servo': {
+        'kp': Param(DERIVED, float_list(lo=0.0, hi=1e6),
+                    'N m/rad per joint, tau = tau_ff + kp (q_d - q) + kv (qd_d - qd); not set = Naganathan\'s '
+                    'rule kp = pi^2 f0^2 J0', runtime=True),
+        'kv': Param(DERIVED, float_list(lo=0.0, hi=1e5),
+                    'N m s/rad per joint; not set = 2 sqrt(Jmax kp) (critically damped at the largest inertia), '
+                    'capped by the sampling rate and delay', runtime=True),
+        'feedforward': Param(True, boolean(), 'add the rigid-body inverse dynamics of the reference', runtime=True),
+        'command_interface': Param('effort', choice(('effort', 'position')),
+                                   'effort: the PD torque on /effort_controller/commands; position: the plant\'s '
+                                   'joint servo (servo.enabled) is the PD, set-points on /position_controller/commands '
+                                   'and the rigid feed-forward as effort'),
+    },
+    'modal': {
+        'dq_max': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0), 'rad, allowed joint excursion (LQR weight)',
+                        runtime=True),
+        'tip_max': Param(DERIVED, float_range(lo=0.0, lo_open=True, hi=10.0),
+                         'm, allowed tip excursion; not set = 1 cm per metre of reach', runtime=True),
+        'rho': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0),
+                     'fraction of the effort limit available to the feedback (delay margin: laws/modal.py)',
+                     runtime=True),
+        'integral_time': Param(1.0, float_range(lo=0.0, lo_open=True, hi=1000.0), 's', runtime=True),
+        'schedule_step': Param(0.1, float_range(lo=0.001, hi=10.0), 'rad, gain-scheduling grid', runtime=True),
+        'integral': Param(True, boolean(), 'integral of the joint error while the reference is at rest',
+                          runtime=True),
+        'feedforward': Param(True, boolean(), 'rigid-body inverse dynamics of the reference', runtime=True),
+    },
+    'computed_torque': {
+        'omega_n': Param(DERIVED, float_list(lo=0.0, lo_open=True, hi=1e4),
+                         'rad/s per joint, tau = J(q) (qdd_d + kv e\' + kp e) + n(q, qd), kp = omega_n^2; not set = '
+                         'pi f0 (half the first clamped-joint frequency)', runtime=True),
+        'zeta': Param(DERIVED, float_list(lo=0.0, lo_open=True, hi=100.0),
+                      'damping ratio per joint (kv = 2 zeta omega_n); not set = 1', runtime=True),
+        'include_deflection': Param(False, boolean(),
+                                    'invert the flexible model\'s joint rows at the measured deflection',
+                                    runtime=True),
+    },
+}
+
+TABLES = {k: ParamTable(k, dict(COMMON, **GAINS[k])) for k in KINDS}
+
+HEADER = """Parameters of the flexarm controller nodes, generated from flexarm_control/controller/config.py.
+Node name = section name: `ros2 run flexarm_control pd_servo --ros-args --params-file config/controllers.yaml`.
+Each node reads /flexarm/state, follows /flexarm/reference (trajectory_msgs/JointTrajectory) and publishes joint
+torques on /effort_controller/commands (std_msgs/Float64MultiArray, N m, arm order). sim.launch.py and
+hardware.launch.py load this file and set `arm`, `lockstep`, `rate` (control_rate:=) and `shaping`.
+[runtime] parameters can be changed with `ros2 param set /<node> <name> <value>` (validated; a refused value
+leaves the law unchanged). `[]` or a commented-out line = not set: the value named in the comment."""
+
+
+def render() -> str:
+    return '\n'.join([TABLES[KINDS[0]].render_yaml(HEADER)] + [TABLES[k].render_yaml() for k in KINDS[1:]])
+
+
+def derived_input_delay(values: dict) -> float:
+    return 0.0 if values['lockstep'] else 1.0 / values['rate']
+
+
+def check(values: dict, n_joints: int):
+    """Rules across parameters: gain arrays one value per joint (or one for all)."""
+    for name in ('kp', 'kv', 'omega_n', 'zeta'):
+        v = values.get(name, DERIVED)
+        if v is not DERIVED and len(v) not in (1, n_joints):
+            raise ConfigError(name, f'expected {n_joints} values (or one for all joints), got {len(v)}')
+
+
+if __name__ == '__main__':
+    sys.stdout.write(render())

@@ -1,0 +1,300 @@
+"""A controller without ROS: one control law (laws/), its references, the overload safe mode, the gain designer.
+
+The node (nodes/controller_node.py) decodes each /flexarm/state and hands it to `on_state`, which returns the
+torque to publish (or None: not commanding); references, gains and diagnostics go through here too.
+
+Sampling (not lock-step): the law answers every state (event-driven), so its period is the plant's state period;
+`rate` must equal the plant's publish_rates.state — the laws are designed for 1/rate (PD and computed torque cap
+their velocity gains by it, the modal LQR is discretized at it) and the runtime warns once when the states arrive
+at another rate. `input_delay` (default one period) is the transport delay the gains are designed for.
+
+Overload safe mode (not in lock-step, nor with pd_servo's command_interface position, whose loop closes in the
+plant): the plant stamps every state with its sample instant, so the age of a state
+when it is acted on is known. A state older than `safe_mode.max_state_age` (default input_delay + 2 periods) was
+not what the gains were designed for (a delayed sampled loop around the hubs' small high-frequency inertia rings
+or diverges). After `safe_mode.trigger_count` consecutive late states (skipped state periods count as late) the
+runtime switches to the fallback law: the rigid-body feed-forward of the reference (gravity included) plus a PD
+whose gains are capped for a delay of FALLBACK_DELAY_S (so a loaded machine cannot destabilize it; it is soft:
+the arm is held against gravity and its motion damped, not tracked tightly). It reports `safe_mode: on` and the
+count in /diagnostics (WARN) and resumes the normal law (with its integrators reset) after
+`safe_mode.recover_time` of states on time.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from flexarm_sim.common.params import DERIVED, ConfigError
+
+from ..laws import ComputedTorque, ModalLQR, PDServo, PointToPoint, make_shaper, model_modes
+from ..laws.base import rigid_model_of, velocity_gain_cap
+from ..laws.reference import ReferenceLimits
+from . import config
+from .designer import GainDesigner
+
+FALLBACK_DELAY_S = 0.05            # delay the fallback law's velocity gains are capped for
+RATE_CHECK_STATES = 50             # states before the received state rate is compared with `rate`
+RATE_TOLERANCE = 0.05
+
+
+def _gain_vector(v, n):
+    return None if v is DERIVED else (list(v) * n if len(v) == 1 else list(v))
+
+
+def make_law(kind, model, values):
+    """The control law of a controller node from its (validated) parameter values."""
+    dt = 1.0 / values['rate']
+    delay = values['input_delay']
+    delay = config.derived_input_delay(values) if delay is DERIVED else delay
+    n = model.n_joints
+    if kind == 'pd_servo':
+        law = PDServo(model, dt=dt, input_delay=delay or None, kp=_gain_vector(values['kp'], n),
+                      kv=_gain_vector(values['kv'], n), feedforward=values['feedforward'])
+        law.servo_in_plant = values['command_interface'] == 'position'
+        return law
+    if kind == 'modal':
+        law = ModalLQR(model, dt=dt, input_delay=delay, dq_max=values['dq_max'],
+                       tip_max=None if values['tip_max'] is DERIVED else values['tip_max'], rho=values['rho'],
+                       integral_time=values['integral_time'], schedule_step=values['schedule_step'],
+                       integral=values['integral'], feedforward=values['feedforward'],
+                       schedule_on='state' if values['lockstep'] else 'reference')
+        law.design_on_demand = values['lockstep']       # real time: designed ahead by the GainDesigner
+        return law
+    if kind == 'computed_torque':
+        kw = {}
+        if values['omega_n'] is not DERIVED:
+            kw['omega_n'] = _gain_vector(values['omega_n'], n)
+        if values['zeta'] is not DERIVED:
+            kw['zeta'] = _gain_vector(values['zeta'], n)
+        return ComputedTorque(model, dt=dt, input_delay=delay or None, include_deflection=values['include_deflection'],
+                              **kw)
+    raise ValueError(f'unknown controller {kind!r}')
+
+
+def fallback_law(model, dt):
+    """The safe mode's law: rigid feed-forward of the reference + a PD whose velocity gains are capped for
+    FALLBACK_DELAY_S of delay (velocity_gain_cap) and whose stiffness is critically damped on the rigid inertia."""
+    kv = velocity_gain_cap(model, dt, FALLBACK_DELAY_S)
+    J = np.diag(rigid_model_of(model).mass_matrix(np.asarray(model.spec.nominal_configuration, float)))
+    return PDServo(model, dt=dt, kp=kv ** 2 / (4.0 * J), kv=kv, input_delay=FALLBACK_DELAY_S, feedforward=True)
+
+
+class ControllerRuntime:
+    def __init__(self, kind, model, values: dict, log=None):
+        config.check(values, model.n_joints)
+        self.kind = kind
+        self.model = model
+        self.values = dict(values)
+        self.log = log or (lambda level, msg: None)
+        self.rate = values['rate']
+        self.lockstep = values['lockstep']
+        self.law = make_law(kind, model, values)
+        self.input_delay = (config.derived_input_delay(values) if values['input_delay'] is DERIVED
+                            else values['input_delay'])
+        age = values['safe_mode.max_state_age']
+        self.max_state_age = self.input_delay + 2.0 / self.rate if age is DERIVED else age
+        self.fallback = fallback_law(model, 1.0 / self.rate)
+        self.fallback.references = self.law.references            # the same reference, held or moving
+        self.limits = ReferenceLimits(model)
+        self.designer = GainDesigner(self.law, self.log) if (kind == 'modal' and not self.lockstep) else None
+        if self.designer is not None:
+            self.law.prefetch([model.spec.nominal_configuration])  # the first cells, before any state
+        # no safe mode in lock-step (no delay) nor when the plant's joint servo closes the loop (set-points only)
+        self.safe_mode_applies = not self.lockstep and not getattr(self.law, 'servo_in_plant', False)
+        self.safe_mode = False
+        self.safe_mode_entries = 0
+        self._late_run = 0
+        self._t_on_time = None
+        self.late_states = 0
+        self.states_skipped = 0
+        self.states_rejected = 0
+        self.references_rejected = 0
+        self.last_reject_reason = ''
+        self.n_commands = 0
+        self.max_age_seen = 0.0
+        self._last_t = None
+        self._intervals = []
+        self._rate_checked = False
+        self.measured_rate = float('nan')
+        self._started_move = False
+        self._loop_times = []
+        self.last_update = None                                   # monotonic time of the last answered state
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self):
+        if self.designer is not None:
+            self.designer.start()
+
+    def stop(self):
+        if self.designer is not None:
+            self.designer.stop()
+
+    def effective_values(self) -> dict:
+        """The values in force of the DERIVED parameters (for `ros2 param get/dump`)."""
+        law = self.law
+        out = {'input_delay': self.input_delay, 'safe_mode.max_state_age': self.max_state_age}
+        if self.kind == 'pd_servo':
+            out.update(kp=[float(x) for x in law.kp], kv=[float(x) for x in law.kv])
+        elif self.kind == 'modal':
+            out['tip_max'] = float(law.gains()['tip_max'])
+        else:
+            out.update(omega_n=[float(x) for x in law.omega_n], zeta=[float(x) for x in law.zeta])
+        return out
+
+    # ------------------------------------------------------------------ parameters at run time
+    def apply(self, new: dict, changed):
+        """Validated run-time changes: gains to the law (atomic: a refused value changes nothing), shaping."""
+        config.check(new, self.model.n_joints)
+        gains = {k: new[k] for k in changed if k in config.GAINS[self.kind]}
+        if gains:
+            n = self.model.n_joints
+            kw = {k: (_gain_vector(v, n) if isinstance(v, list) else v) for k, v in gains.items()}
+            try:
+                self.law.set_gains(**kw)
+            except (ValueError, TypeError) as e:
+                raise ConfigError(sorted(gains)[0], str(e)) from e
+        self.values = dict(new)
+
+    # ------------------------------------------------------------------ states
+    def on_state(self, z, zd, t, age_s=0.0):
+        """The torque answering the state (z, zd) sampled at plant time t, acted on age_s after its sample instant;
+        None if the runtime must not command (never in normal operation)."""
+        period = 1.0 / self.rate
+        skipped = 0
+        if self._last_t is not None:
+            dt = t - self._last_t
+            if dt > 1.5 * period:
+                skipped = int(round(dt * self.rate)) - 1
+                self.states_skipped += skipped
+            if dt > 0 and not self._rate_checked:
+                self._intervals.append(dt)
+                if len(self._intervals) >= RATE_CHECK_STATES:
+                    self._check_rate()
+        self._last_t = t
+        if self.values['default_move'] and not self._started_move:
+            self._start_default_move(z, t)
+        if self.safe_mode_applies:
+            self._update_safe_mode(t, age_s, skipped)
+        t0 = time.perf_counter()
+        law = self.fallback if self.safe_mode else self.law
+        tau = law(t, z, zd)
+        self._loop_times.append(time.perf_counter() - t0)
+        if len(self._loop_times) > 5000:
+            del self._loop_times[:2500]
+        self.n_commands += 1
+        self.last_update = time.monotonic()
+        return tau
+
+    def _check_rate(self):
+        self._rate_checked = True
+        self.measured_rate = 1.0 / float(np.median(self._intervals))
+        if abs(self.measured_rate * (1.0 / self.rate) - 1.0) > RATE_TOLERANCE:
+            self.log('warn', f'states arrive at {self.measured_rate:.4g} Hz but this controller\'s rate is '
+                             f'{self.rate:g} Hz (its gains are designed for 1/rate): set rate to the plant\'s '
+                             'publish_rates.state (sim.launch.py: control_rate:=)')
+
+    def _update_safe_mode(self, t, age, skipped):
+        self.max_age_seen = max(self.max_age_seen, age)
+        late = age > self.max_state_age or skipped > 0
+        if late:
+            self.late_states += 1
+            self._late_run += max(1, skipped)
+            self._t_on_time = None
+            if not self.safe_mode and self._late_run >= self.values['safe_mode.trigger_count']:
+                self.safe_mode = True
+                self.safe_mode_entries += 1
+                self.log('warn', f'safe mode: {self._late_run} late states (age {1e3 * age:.1f} ms, limit '
+                                 f'{1e3 * self.max_state_age:.1f} ms; {skipped} periods skipped): fallback law '
+                                 '(feed-forward + soft PD) until the states are on time again')
+            return
+        self._late_run = 0
+        if self.safe_mode:
+            if self._t_on_time is None:
+                self._t_on_time = t
+            elif t - self._t_on_time >= self.values['safe_mode.recover_time']:
+                self.safe_mode = False
+                self.law.reset()
+                self.log('info', 'states on time again: normal law resumed')
+
+    def _start_default_move(self, z, t):
+        self._started_move = True
+        q0 = z[self.model.q_index]
+        q1 = np.clip(q0 + self.values['move_angle'], self.limits.lo, self.limits.hi)
+        self.law.references.set(PointToPoint(q0, q1, self.values['move_time'], t), t)
+        self._apply_shaping(q1)
+        self._design_ahead(self.law.references.active)
+        self.log('info', f'default move: {self.values["move_angle"]:.3f} rad of every joint in '
+                         f'{self.values["move_time"]} s')
+
+    # ------------------------------------------------------------------ references
+    def on_reference(self, msg, t_now):
+        """A trajectory_msgs/JointTrajectory: (accepted, reason). A refused one leaves the current reference."""
+        refs = self.law.references
+        try:
+            if refs.active is None:
+                return self._refuse('reference before the first state')
+            ref = refs.from_msg(msg, list(self.model.spec.joint_names), t_now)
+        except (ValueError, TypeError, OverflowError) as e:
+            return self._refuse(str(e))
+        why = self.limits.violation(ref, t_now)
+        if why:
+            return self._refuse(why)
+        refs.set(ref, t_now)
+        self._apply_shaping(ref.sample(ref.end_time)[0])
+        self._design_ahead(ref)
+        return True, ''
+
+    def hold(self, z, t):
+        """Hold the measured joint angles (before any reference)."""
+        if self.law.references.active is None:
+            self.law.references.hold(z[self.model.q_index], t)
+
+    def _refuse(self, why):
+        self.references_rejected += 1
+        self.last_reject_reason = why
+        return False, why
+
+    def _apply_shaping(self, q_target):
+        kind = self.values['shaping']
+        if kind == 'none':
+            self.law.set_shaper(None)
+            return
+        f, zeta = model_modes(self.model, q_target, 'closed_loop', K=self.law.feedback_matrix(q_target))
+        sel = (zeta < 0.6) & (f < 0.25 * self.rate)
+        k = self.values['shaping_modes']
+        self.law.set_shaper(make_shaper(kind, f[sel][:k], zeta[sel][:k]) if np.any(sel) else None)
+        self.fallback.set_shaper(self.law.shaper)
+
+    def _design_ahead(self, ref):
+        """Queue the gain-schedule cells a reference visits (modal law in real time)."""
+        if self.designer is None or ref is None:
+            return
+        t0, t1 = getattr(ref, 't0', None), getattr(ref, 'end_time', None)
+        if t0 is None or t1 is None or not (math.isfinite(t0) and math.isfinite(t1)):
+            return
+        self.designer.request_configurations([ref.sample(t)[0] for t in np.linspace(t0, t1, 50)])
+
+    # ------------------------------------------------------------------ diagnostics
+    def diagnostics(self, stale: bool):
+        lt = np.array(self._loop_times[-1000:]) * 1e6 if self._loop_times else np.zeros(1)
+        law = self.law
+        v = {'law': law.name, 'rate_hz': self.rate, 'measured_state_rate_hz': self.measured_rate,
+             'loop_time_mean_us': float(lt.mean()), 'loop_time_max_us': float(lt.max()),
+             'published': self.n_commands, 'states_rejected': self.states_rejected,
+             'references_rejected': self.references_rejected, 'last_reject_reason': self.last_reject_reason,
+             'states_skipped': self.states_skipped, 'late_states': self.late_states,
+             'max_state_age_ms': 1e3 * self.max_age_seen, 'state_age_limit_ms': 1e3 * self.max_state_age,
+             'safe_mode': 'on' if self.safe_mode else 'off', 'safe_mode_entries': self.safe_mode_entries,
+             'faults': law.n_faults, 'saturated': ','.join(str(int(x)) for x in law.saturated),
+             'stale': stale, 'lockstep': self.lockstep}
+        if self.designer is not None:
+            v.update(gain_cells_designed=self.designer.designed, gain_design_failures=self.designer.failures)
+        if law.fault:
+            return 'error', f'fault: {law.fault}', v
+        if stale:
+            return 'warn', 'no fresh state: not commanding', v
+        if self.safe_mode:
+            return 'warn', 'safe mode: states too late for the designed gains (fallback law)', v
+        return 'ok', 'running', v

@@ -1,0 +1,1 @@
+"""Shared pieces without ROS: the parameter-table mechanism (params.py)."""

@@ -1,0 +1,80 @@
+"""Clean process exit on SIGINT / SIGTERM from the first line of ``main()`` on (no ROS, stdlib only): the one
+mechanism of every flexarm program (ros/node_main.py for the nodes, the `flexarm` command, the servo emulator).
+
+Python's defaults make a Ctrl-C during start-up a ``KeyboardInterrupt`` traceback and a SIGTERM an
+exit by signal (-15). :class:`StopSignals` replaces both handlers before anything heavy is imported:
+
+* during start-up (until :meth:`StopSignals.started`) a signal raises :class:`Stop` in the main
+  thread, which ``main()`` catches to clean up what exists and return 0;
+* afterwards it only sets :attr:`StopSignals.event`; the main loop polls it and stops in order.
+
+A second signal never raises, so clean-up code is not interrupted. ``install(raise_stop=False)``
+only records the signal (for module-level imports, where an exception would be a traceback);
+:meth:`StopSignals.raise_stop` then switches raising on (and raises at once if a signal came).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Stop(BaseException):
+    """A stop signal arrived during start-up (BaseException: not caught by ``except Exception``); `signum`."""
+
+    def __init__(self, signum=None):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a program ended by the signal: 128 + its number (130, 143)."""
+        return 128 + int(self.signum or signal.SIGINT)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum or signal.SIGINT).name
+
+
+class StopSignals:
+    def __init__(self):
+        self.event = threading.Event()
+        self.signum = None
+        self._raise = True
+        self._previous = {}
+
+    def install(self, raise_stop: bool = True) -> 'StopSignals':
+        """Install the handlers (main thread only)."""
+        self._raise = raise_stop
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def raise_stop(self) -> None:
+        """From now until :meth:`started`, a signal raises :class:`Stop`; raises now if one came."""
+        if self.event.is_set():
+            self._raise = False
+            raise Stop(self.signum)
+        self._raise = True
+
+    def _handle(self, signum, _frame):
+        if self.signum is None:
+            self.signum = signum
+        self.event.set()
+        if self._raise:
+            self._raise = False
+            raise Stop(signum)
+
+    def started(self) -> None:
+        """Start-up is over: from now on a signal only sets :attr:`event`."""
+        self._raise = False
+
+    @property
+    def stopped(self) -> bool:
+        return self.event.is_set()
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()

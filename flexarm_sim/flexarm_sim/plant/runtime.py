@@ -1,0 +1,506 @@
+"""The plant without ROS: configuration, integration core, command gate, lock-step inbox, joint servo, the timing
+and lock-step loops, outputs and diagnostics. The ROS node (node.py) is an adapter: it hands this runtime a
+`sink` that publishes, and feeds it commands, resets and parameter changes. Tests drive it in-process.
+
+Threads (start/stop): the loop thread (realtime/simtime: absolute deadlines, scheduler.py; lockstep: one control
+period per stamped command) calls the sink for /joint_states, /flexarm/state and /clock; a low-priority output
+thread computes the marker geometry (~30 Hz) and the diagnostics from snapshots. `timing.realtime_priority` puts
+the loop thread in SCHED_FIFO in realtime mode where permitted.
+
+Time modes:
+* realtime: one step per wall period; every stamp is the sample instant of the state, i.e. the wall-clock time
+  of its tick's deadline (not the time the step happened to finish), so consecutive stamps are exactly one
+  period apart unless periods were skipped.
+* simtime: stamps are simulated time (0 at start, never reset, frozen while paused); paced at real_time_factor.
+* lockstep: simulated time; the control period is publish_rates.state (a divisor of loop_rate): at every control
+  instant k the plant publishes state k and waits for the flexarm_msgs/JointEffortCommand with step k+1 (stamped
+  with state k's stamp, or zero), then integrates loop_rate/state_rate steps with that torque held (zero-order
+  hold, as a sampled controller in real time). Reproducible bit for bit.
+
+Sink interface (called from the loop thread unless noted):
+    joint_state(z, zd, tau, t_ns); state(z, zd, tau, step, t_ns); clock(t_ns)
+    poll_commands()                                                 optional, realtime/simtime: hand the commands
+                                                                    received since the last tick to submit_effort
+    take_command(timeout_s) -> (step, stamp_ns, efforts) | None     optional, lock-step: the next stamped command
+                                                                    straight from the transport; wake_commands()
+                                                                    makes a pending take return (any thread)
+    markers(joints, lines, tip, trail, t_ns)      output thread
+    diagnostics(level, message, values)           output thread ('ok' | 'warn' | 'error')
+    log(level, message)                           any thread ('info' | 'warn' | 'error')
+"""
+from __future__ import annotations
+
+import collections
+import gc
+import math
+import os
+import threading
+import time
+
+import numpy as np
+
+from ..common.commands import Throttle
+from .commands import CommandGate, LockstepInbox
+from .config import ConfigError, check_against_arm
+from .engine import PlantCore, initial_state
+from .outputs import ArmOutputs
+from ..common.scheduler import FixedRateScheduler, set_timer_slack
+from .servo import JointServo
+
+IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged / waiting (outputs keep flowing)
+
+
+def every_n(loop_rate: float, rate: float) -> int:
+    """Steps between publications for a publish rate (0 = never)."""
+    if rate <= 0:
+        return 0
+    return max(1, int(round(loop_rate / rate)))
+
+
+class PlantRuntime:
+    def __init__(self, model, values: dict, arm_path: str = ''):
+        check_against_arm(values, model)
+        self.model = model
+        self.cfg = dict(values)
+        self.arm_path = arm_path
+        n = model.n_joints
+        self.mode = values['time_mode']
+        self.rate = values['loop_rate']
+        self.core = PlantCore(model, 1.0 / self.rate, values['substeps'], values['integrator'],
+                              values['divergence.max_abs_position'], values['divergence.max_abs_velocity'])
+        z0, zd0 = initial_state(model, values['initial.position'], values['initial.velocity'],
+                                values['initial.modal_position'], values['initial.modal_velocity'])
+        self.core.set_initial(z0, zd0)
+        self.core.reset()
+        self.spec_limits = np.array([j.effort_limit for j in model.spec.joints], dtype=float)
+        self.position_lo = np.array([j.position_limits[0] for j in model.spec.joints], dtype=float)
+        self.position_hi = np.array([j.position_limits[1] for j in model.spec.joints], dtype=float)
+        limits = np.array(values['effort_limits'], dtype=float)
+        self.gate = CommandGate(limits, values['command_timeout'])
+        self.inbox = LockstepInbox(limits)
+        self.n_position_rejected = 0
+        if values['servo.enabled']:
+            self.core.servo = JointServo(model, values['servo.kp'], values['servo.kv'], 1.0 / self.rate, limits)
+            self.core.servo.q_c[:] = z0[model.q_index]
+        # one ArmOutputs (scratch arrays) per thread: the loop thread's is the sink's business, this one is the
+        # output thread's (marker geometry)
+        self.outputs_bg = ArmOutputs(model, values['markers.centerline_points'])
+        self._lock = threading.Lock()           # core state: loop thread vs. reset / commands
+        self._running = False
+        self.paused = False
+        self.awaiting_command = bool(values['wait_for_command']) and self.mode != 'lockstep'
+        self.total_steps = 0                    # integrated steps since start (never reset): simulated clock
+        self.plant_time = 0.0                   # s, watchdog clock
+        self.ignored_unstamped = 0
+        self.loop_priority = 0
+        self.watchdog_state = self.gate.state
+        self._trail = collections.deque(maxlen=max(1, values['markers.trail_length']))
+        self._snapshot = None
+        self._snap_cv = threading.Condition()
+        self.warn_throttle = Throttle(2.0)
+        self._apply_rates(values)
+        self._wall_period = self._period(values)
+        self.sched = FixedRateScheduler(self._wall_period, values['max_catchup_steps'],
+                                        spin_s=1e-6 * values['timing.spin_us'])
+        self.sink = None
+        self._threads = []
+
+    # ------------------------------------------------------------------ configuration
+    def _period(self, v):
+        if self.mode == 'simtime':
+            rtf = v['real_time_factor']
+            return 0.0 if rtf == 0 else 1.0 / (self.rate * rtf)
+        return 1.0 / self.rate
+
+    def _apply_rates(self, v):
+        r = self.rate
+        self.every_js = every_n(r, v['publish_rates.joint_states'])
+        self.every_state = every_n(r, v['publish_rates.state'])
+        self.every_markers = every_n(r, v['publish_rates.markers'])
+        self.every_clock = every_n(r, v['publish_rates.clock'])
+        self.diag_period = 1.0 / v['publish_rates.diagnostics']
+        # lock-step: steps per control period (the state rate divides the loop rate: config.check_against_arm)
+        self.control_steps = self.every_state if self.mode == 'lockstep' else 1
+
+    def apply(self, new: dict, changed=()):
+        """Run-time parameter changes (already validated by the table); ConfigError for rules across parameters."""
+        check_against_arm(new, self.model)
+        if self.mode == 'lockstep' and 'publish_rates.state' in changed:
+            raise ConfigError('publish_rates.state', 'the control period of a lock-step plant is fixed at start')
+        limits = np.array(new['effort_limits'], dtype=float)
+        self.gate.set_limits(limits)
+        self.inbox.set_limits(limits)
+        self.gate.set_timeout(new['command_timeout'])
+        self.cfg = dict(new)
+        self._apply_rates(new)
+        self.core.max_abs_position = new['divergence.max_abs_position']
+        self.core.max_abs_velocity = new['divergence.max_abs_velocity']
+        self.sched.max_catchup = new['max_catchup_steps']
+        self._wall_period = self._period(new)
+        if new['markers.trail_length'] != self._trail.maxlen:
+            self._trail = collections.deque(self._trail, maxlen=max(1, new['markers.trail_length']))
+
+    # ------------------------------------------------------------------ time
+    def sim_ns(self) -> int:
+        return int(round(self.total_steps * 1e9 / self.rate))
+
+    def _log(self, level, msg):
+        if self.sink is not None:
+            self.sink.log(level, msg)
+
+    # ------------------------------------------------------------------ inputs (any thread)
+    def submit_effort(self, values):
+        """/effort_controller/commands: (accepted, reason). Ignored (counted) in lock-step."""
+        if self.mode == 'lockstep':
+            self.ignored_unstamped += 1
+            return False, 'stale: unstamped command in lockstep'
+        ok, reason = self.gate.submit(values, self.plant_time)
+        if ok and self.awaiting_command:
+            self.awaiting_command = False
+            self._log('info', 'first torque command: integrating')
+        return ok, reason
+
+    def submit_stamped(self, step: int, stamp_ns: int, values):
+        """/flexarm/effort_command (flexarm_msgs/JointEffortCommand)."""
+        if self.mode == 'lockstep':
+            return self.inbox.submit(int(step), int(stamp_ns), values)
+        return self.submit_effort(values)
+
+    def submit_position(self, values):
+        """/position_controller/commands for the plant-side servo: n angles (+ n rates), finite; angles clipped to
+        the position limits. A bad one is counted and the previous set-point kept. Returns (accepted, reason)."""
+        if self.core.servo is None:
+            return False, 'no plant-side servo (servo.enabled is false)'
+        v = np.asarray(values, dtype=float)
+        n = self.model.n_joints
+        if v.ndim != 1 or v.size not in (n, 2 * n) or not np.all(np.isfinite(v)):
+            self.n_position_rejected += 1
+            return False, f'expected {n} finite angles (+ {n} rates), got {list(values)}'
+        q = np.clip(v[:n], self.position_lo, self.position_hi)
+        with self._lock:
+            self.core.servo.q_c[:] = q
+            self.core.servo.qd_c[:] = v[n:] if v.size == 2 * n else 0.0
+        if self.awaiting_command:
+            self.awaiting_command = False
+            self._log('info', 'first position command: integrating')
+        return True, ''
+
+    def reset(self, to_initial=True, position=(), velocity=(), modal_position=(), modal_velocity=()):
+        """/flexarm/reset: (success, message). A given state must lie within the joint limits and the divergence
+        bounds; the plant restarts at step 0 (a diverged plant resumes)."""
+        if to_initial:
+            z, zd = None, None
+        else:
+            try:
+                z, zd = initial_state(self.model, position, velocity, modal_position, modal_velocity)
+            except ValueError as e:
+                return False, str(e)
+            why = self.state_admissible(z, zd)
+            if why:
+                return False, why
+        with self._lock:
+            was = self.core.diverged
+            self.core.reset(z, zd)
+            if self.core.servo is not None:         # the servo holds where the arm was put
+                self.core.servo.q_c[:] = self.core.z[self.model.q_index]
+                self.core.servo.qd_c[:] = 0.0
+            self.gate.clear()
+            self._trail.clear()
+            self.sched.start()
+        self.inbox.reset()
+        self._wake_loop()
+        msg = 'reset to the initial state' if to_initial else 'reset to the given state'
+        if was:
+            msg += f' (recovered from: {was})'
+        self._log('info', msg)
+        return True, msg
+
+    def state_admissible(self, z, zd) -> str:
+        """'' if (z, zd) is a state the plant may be put in, else why not: joint angles within the arm's position
+        limits, every coordinate and rate within the divergence bounds."""
+        q = z[self.model.q_index]
+        names = self.model.spec.joint_names
+        for j in range(self.model.n_joints):
+            if not self.position_lo[j] <= q[j] <= self.position_hi[j]:
+                return (f'position[{j}] ({names[j]}) = {q[j]:g} rad is outside the joint limits '
+                        f'[{self.position_lo[j]:g}, {self.position_hi[j]:g}]')
+        if np.max(np.abs(z)) > self.core.max_abs_position:
+            return f'a coordinate exceeds divergence.max_abs_position ({self.core.max_abs_position:g})'
+        if np.max(np.abs(zd)) > self.core.max_abs_velocity:
+            return f'a rate exceeds divergence.max_abs_velocity ({self.core.max_abs_velocity:g})'
+        return ''
+
+    def pause(self, flag: bool):
+        self.paused = bool(flag)
+        self._wake_loop()
+
+    def _wake_loop(self):
+        """Wake a lock-step loop waiting for a command (reset, pause, stop)."""
+        self.inbox.wake()
+        wake = getattr(self.sink, 'wake_commands', None)
+        if wake is not None:
+            wake()
+
+    # ------------------------------------------------------------------ outputs
+    def diagnostics(self):
+        """(level, message, values) of the plant's /diagnostics status."""
+        st = self.sched.stats.summary(self.sched.period if self.sched.period > 0 else float('nan'))
+        c, g = self.core, self.gate
+        v = {
+            'time_mode': self.mode, 'arm': self.model.spec.name, 'loop_rate_hz': self.rate,
+            'integrator': c.method, 'substeps': c.substeps,
+            # steps per wall second (simtime: rate_hz counts ticks of period/real_time_factor; lockstep: one tick per
+            # control period)
+            'achieved_rate_hz': st.get('rate_hz', 0.0) * (self.control_steps if self.mode == 'lockstep' else
+                                                           self.rate * self.sched.period if self.sched.period > 0
+                                                           else 1.0),
+            'period_error_p50_us': 1e6 * st.get('period_err_p50_s', float('nan')),
+            'period_error_p99_us': 1e6 * st.get('period_err_p99_s', float('nan')),
+            'period_error_max_us': 1e6 * st.get('period_err_max_s', float('nan')),
+            'lateness_p99_us': 1e6 * st.get('lateness_p99_s', float('nan')),
+            'overruns': st['overruns'], 'skipped_periods': st['skipped_periods'],
+            'skipped_time_s': self.sched.lag_s,
+            'step_compute_mean_us': 1e6 * st['compute_mean_s'], 'step_compute_max_us': 1e6 * st['compute_max_s'],
+            'step_compute_p99_us': 1e6 * st.get('compute_p99_s', float('nan')),
+            'commands_accepted': g.accepted + self.inbox.accepted,
+            'commands_rejected': g.rejected + self.inbox.rejected,
+            'commands_clamped': g.clamped + self.inbox.clamped,
+            'last_reject_reason': g.last_reject_reason or self.inbox.last_reject_reason,
+            'watchdog': self.watchdog_state if self.mode != 'lockstep' else 'n/a (lockstep)',
+            'watchdog_timeouts': g.timeouts,
+            'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self.paused,
+            'waiting_for_command': self.awaiting_command,
+            'loop_thread_fifo_priority': self.loop_priority,
+            'spin_us': 1e6 * self.sched.spin,
+            'servo': (f'on, {c.servo.substeps} sub-steps per step, set-point '
+                      f'{np.array2string(c.servo.q_c, precision=4)}, '
+                      f'{self.n_position_rejected} rejected') if c.servo is not None else 'off',
+            'diverged': c.diverged or 'no', 'divergences': c.divergences,
+        }
+        if self.mode == 'lockstep':
+            v['control_period_steps'] = self.control_steps
+            v['lockstep_waiting_for_step'] = self.inbox.expected
+            v['lockstep_stale_commands'] = self.inbox.stale
+            v['unstamped_commands_ignored'] = self.ignored_unstamped
+        if c.diverged:
+            level, msg = 'error', c.diverged + ' — call /flexarm/reset'
+        elif self.paused:
+            level, msg = 'warn', 'paused'
+        elif self.awaiting_command:
+            level, msg = 'ok', 'holding: waiting for the first torque command (wait_for_command)'
+        elif self.watchdog_state == 'timeout':
+            level, msg = 'warn', 'command watchdog timeout: zero torque'
+        else:
+            level, msg = 'ok', 'running'
+        return level, msg, v
+
+    def marker_layout(self):
+        """(joints, lines, tip) of the arm at rest: the shapes the marker encoder is built for."""
+        return self.outputs_bg.geometry(np.zeros(self.model.n_coords))
+
+    def _markers(self, z, t_ns):
+        """Output thread: geometry and trail, handed to the sink."""
+        length = self.cfg['markers.trail_length']
+        joints, lines, tip = self.outputs_bg.geometry(z)
+        if length > 0:
+            self._trail.append(tip)
+        trail = np.array(self._trail, dtype=float).reshape(-1, 3) if length > 0 else np.zeros((0, 3))
+        self.sink.markers(joints, lines, tip, trail, t_ns)
+
+    # ------------------------------------------------------------------ threads
+    def start(self, sink):
+        self.sink = sink
+        gc.collect()
+        gc.freeze()          # start-up objects (modules, numba, scipy) out of the collector: no 50 ms GIL pauses
+        self._running = True
+        self._threads = [threading.Thread(target=self._output_loop, name='plant-output', daemon=True),
+                         threading.Thread(target=self._loop, name='plant-loop', daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def stop(self):
+        self._running = False
+        self._wake_loop()
+        with self._snap_cv:
+            self._snap_cv.notify_all()
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout=2.0)
+
+    def _take_snapshot(self, t_ns):
+        snap = (self.core.z.copy(), t_ns)
+        with self._snap_cv:
+            self._snapshot = snap
+            self._snap_cv.notify()
+
+    def _output_loop(self):
+        next_diag = time.monotonic()
+        while self._running:
+            with self._snap_cv:
+                if self._snapshot is None:
+                    self._snap_cv.wait(max(0.0, next_diag - time.monotonic()))
+                snap, self._snapshot = self._snapshot, None
+            try:
+                if snap is not None and self._running:
+                    self._markers(*snap)
+                if time.monotonic() >= next_diag and self._running:
+                    next_diag = time.monotonic() + self.diag_period
+                    self.sink.diagnostics(*self.diagnostics())
+            except Exception as e:  # noqa: BLE001 - keep publishing; stop() ends the loop
+                if not self._running:
+                    return
+                self._log('error', f'output thread: {e!r}')
+
+    def _loop(self):
+        set_timer_slack(1000)
+        prio = self.cfg['timing.realtime_priority']
+        if prio > 0 and self.mode == 'realtime':     # not simtime: as fast as possible at SCHED_FIFO would hog a core
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))   # this thread only
+                self.loop_priority = prio
+                self._log('info', f'timing loop thread: SCHED_FIFO priority {prio}')
+            except (OSError, AttributeError) as e:
+                self._log('warn', f'timing.realtime_priority {prio} refused ({e}): normal scheduling '
+                                  '(grant CAP_SYS_NICE or an rtprio limit for punctual steps)')
+        try:
+            if self.mode == 'lockstep':
+                self._lockstep_loop()
+            else:
+                self._timed_loop()
+        except Exception as e:  # noqa: BLE001
+            if self._running:
+                self._log('error', f'timing loop stopped: {e!r}')
+                raise
+
+    def _advance(self, tau) -> bool:
+        """One step with torque tau (caller holds the lock); counts simulated time."""
+        if self.core.advance(tau):
+            self.total_steps += 1
+            self.plant_time = self.total_steps / self.rate
+            return True
+        self._log('error', self.core.diverged + ' — integration stopped, waiting for /flexarm/reset')
+        return False
+
+    def _publish_due(self, t_ns, state=True):
+        """Publications due after a step (loop thread): the one rule for both loops."""
+        k = self.total_steps
+        c = self.core
+        sink = self.sink
+        if self.every_js and k % self.every_js == 0:
+            sink.joint_state(c.z, c.zd, c.tau, t_ns)
+        if self.mode != 'realtime' and k % self.every_clock == 0:
+            sink.clock(t_ns)
+        if state and self.every_state and k % self.every_state == 0:
+            sink.state(c.z, c.zd, c.tau, c.step_index, t_ns)
+        if self.every_markers and k % self.every_markers == 0:
+            self._take_snapshot(t_ns)
+
+    def _idle_stamp(self):
+        return time.time_ns() if self.mode == 'realtime' else self.sim_ns()
+
+    def _idle(self):
+        """Paused, diverged or waiting for the first command: keep the last good state flowing at a low rate."""
+        poll = getattr(self.sink, 'poll_commands', None)
+        if poll is not None:
+            poll()
+        t_ns = self._idle_stamp()
+        c = self.core
+        with self._lock:
+            z, zd, tau, k = c.z.copy(), c.zd.copy(), c.tau.copy(), c.step_index
+        self.sink.joint_state(z, zd, tau, t_ns)
+        if self.mode != 'realtime':
+            self.sink.clock(t_ns)
+        if self.every_state:
+            self.sink.state(z, zd, tau, k, t_ns)
+        if self.every_markers:
+            self._take_snapshot(t_ns)
+        time.sleep(IDLE_PERIOD)
+
+    def _timed_loop(self):
+        sched = self.sched
+        stats = sched.stats
+        tau = np.zeros(self.model.n_joints)
+        perf = time.perf_counter
+        idle = True
+        realtime = self.mode == 'realtime'
+        poll = getattr(self.sink, 'poll_commands', None)
+        while self._running:
+            if self.paused or self.core.diverged or self.awaiting_command:
+                idle = True
+                self._idle()
+                continue
+            if idle or sched.period != self._wall_period:
+                idle = False
+                sched.period = self._wall_period
+                sched.start()
+                # wall clock of the monotonic schedule: stamps are the ticks' deadlines on the ROS (wall) clock
+                wall0 = time.time_ns() - int(round(time.monotonic() * 1e9))
+            sched.wait()
+            c0 = perf()
+            if poll is not None:
+                poll()                                   # commands straight from the transport (hot path)
+            with self._lock:
+                self.watchdog_state = self.gate.torque(self.plant_time, tau)
+                if not self._advance(tau):
+                    continue
+            t_ns = wall0 + int(round(sched.tick_deadline * 1e9)) if realtime else self.sim_ns()
+            self._publish_due(t_ns)
+            stats.record_compute(perf() - c0)
+
+    def _lockstep_loop(self):
+        tau = np.zeros(self.model.n_joints)
+        inbox = self.inbox
+        stats = self.sched.stats
+        perf = time.perf_counter
+        take = getattr(self.sink, 'take_command', None)      # commands straight from the transport (hot path)
+        poll = getattr(self.sink, 'poll_commands', None)
+        while self._running:
+            if self.paused or self.core.diverged:
+                self._idle()
+                continue
+            with self._lock:
+                gen = inbox.generation
+                k = self.core.step_index
+                t_ns = self.sim_ns()
+                z, zd, tau_prev = self.core.z.copy(), self.core.zd.copy(), self.core.tau.copy()
+            self.sink.state(z, zd, tau_prev, k, t_ns)
+            inbox.expect(k + 1, t_ns)
+            if poll is not None:
+                poll()                                   # unstamped commands: counted as ignored
+            if not self._await_command(tau, gen, take, lambda: self.sink.state(z, zd, tau_prev, k, t_ns)):
+                continue
+            stats.record_tick(time.monotonic(), 0.0)
+            c0 = perf()
+            for _ in range(self.control_steps):       # zero-order hold over the control period
+                with self._lock:
+                    if inbox.generation != gen or not self._advance(tau):
+                        break
+                self._publish_due(self.sim_ns(), state=False)
+            stats.record_compute(perf() - c0)
+
+    def _await_command(self, tau, gen, take, republish) -> bool:
+        """Wait for the command of the expected step into tau; re-send the state every lockstep.republish_period
+        meanwhile. False if stopped, paused or reset first."""
+        inbox = self.inbox
+        next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
+        while self._running and not self.paused and inbox.generation == gen:
+            with inbox.cond:
+                if inbox.take(tau):
+                    return True
+                if take is None:
+                    inbox.cond.wait(max(0.0, next_republish - time.monotonic()))
+            if take is not None:
+                cmd = take(max(0.0, next_republish - time.monotonic()))
+                if cmd is not None:
+                    ok, reason = inbox.submit(*cmd)
+                    if not ok and not reason.startswith('stale'):
+                        self._log_reject(reason)
+                    continue
+            if time.monotonic() >= next_republish:
+                republish()
+                next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
+        return False
+
+    def _log_reject(self, reason):
+        if self.warn_throttle(time.monotonic()):
+            self._log('warn', f'rejected stamped command: {reason} ({self.inbox.rejected} rejected so far)')

@@ -1,0 +1,107 @@
+"""Hot topics served without an executor: a subscription waited on with its own wait set, messages taken raw.
+
+rclpy's SingleThreadedExecutor rebuilds its wait set and walks every entity of the node for each callback (a
+hundred microseconds or more per message in Python); for the 1 kHz data path (states to the controllers, stamped
+commands to a lock-step plant) that, plus a thread hand-off, was most of the round trip. `HotSubscription` puts
+the subscription on a small node of its own ("<node>_io", never added to an executor, so nothing else takes its
+messages) and `take(timeout)` blocks in rcl's wait on just this subscription (and a guard condition that `wake()`
+triggers), then takes the next message serialized. `HotLoop` runs a handler for every message in a thread.
+"""
+from __future__ import annotations
+
+import threading
+
+import rclpy
+from rclpy.guard_condition import GuardCondition
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+
+class HotSubscription:
+    def __init__(self, node, msg_type, topic: str, qos):
+        self.context = node.context
+        # the topic as the node's remappings resolve it; the io node takes no global arguments (a `-r __node:=`
+        # for the node would rename it too)
+        self.topic = node.resolve_topic_name(topic)
+        self.io_node = rclpy.create_node(node.get_name() + '_io', namespace=node.get_namespace(),
+                                         context=self.context, start_parameter_services=False,
+                                         enable_rosout=False, use_global_arguments=False)
+        self.sub = self.io_node.create_subscription(msg_type, self.topic, lambda _m: None, qos, raw=True)
+        self.guard = GuardCondition(callback=None, callback_group=None, context=self.context)
+        self._ws = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, self.context.handle)
+        self._sub_ptr = self.sub.handle.pointer
+        self.taken = 0
+
+    def take_now(self):
+        """A message already received (bytes), or None: no waiting."""
+        h = self.sub.handle
+        with h:
+            got = h.take_message(self.sub.msg_type, True)
+        if got is None:
+            return None
+        self.taken += 1
+        return got[0]
+
+    def take(self, timeout_s: float):
+        """The next message (bytes), waiting up to timeout_s; None on timeout or wake()."""
+        h = self.sub.handle
+        with h:
+            got = h.take_message(self.sub.msg_type, True)          # one already waiting: no wait at all
+            if got is not None:
+                self.taken += 1
+                return got[0]
+            ws = self._ws
+            ws.clear_entities()
+            ws.add_subscription(h)
+            with self.guard.handle:
+                ws.add_guard_condition(self.guard.handle)
+                ws.wait(int(timeout_s * 1e9))
+            if self._sub_ptr not in ws.get_ready_entities('subscription'):
+                return None
+            got = h.take_message(self.sub.msg_type, True)
+        if got is None:
+            return None
+        self.taken += 1
+        return got[0]
+
+    def matched_publishers(self) -> int:
+        return self.sub.get_publisher_count() if hasattr(self.sub, 'get_publisher_count') else 0
+
+    def wake(self):
+        """Make a pending take() return None now."""
+        self.guard.trigger()
+
+    def destroy(self):
+        self.io_node.destroy_subscription(self.sub)
+        self.guard.destroy()
+        self.io_node.destroy_node()
+
+
+class HotLoop:
+    """A thread taking a HotSubscription's messages and calling handler(bytes) for each, until stop()."""
+
+    def __init__(self, hot: HotSubscription, handler, name: str, on_error=None):
+        self.hot, self.handler, self.on_error = hot, handler, on_error
+        self._running = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self):
+        self._running = True
+        self._thread.start()
+
+    def stop(self):
+        self._running = False
+        self.hot.wake()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def _run(self):
+        take = self.hot.take
+        while self._running:
+            data = take(0.2)
+            if data is None or not self._running:
+                continue
+            try:
+                self.handler(data)
+            except Exception as e:  # noqa: BLE001 - one bad message never ends the loop
+                if self.on_error is not None:
+                    self.on_error(e)

@@ -1,0 +1,104 @@
+"""ROS message helpers shared by every flexarm node: QoS profiles, stamps, /diagnostics, the raw JointState
+encoder, and readers of the raw command messages (thin: no node, no I/O)."""
+from __future__ import annotations
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from std_msgs.msg import Float64MultiArray
+
+from flexarm_msgs.msg import JointEffortCommand
+
+from .cdr import effort_command_layout, float64_array_layout, joint_state_layout
+
+LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
+
+
+def qos(depth: int, reliable: bool = True) -> QoSProfile:
+    """KEEP_LAST(depth), VOLATILE, reliable (or best effort): every flexarm topic."""
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
+                      reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+                      durability=DurabilityPolicy.VOLATILE)
+
+
+def stamp(ns: int) -> Time:
+    ns = int(ns)
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def stamp_ns(t) -> int:
+    return int(t.sec) * 1_000_000_000 + int(t.nanosec)
+
+
+def diagnostics(name: str, hardware_id: str, level: str, message: str, values: dict, t_ns: int) -> DiagnosticArray:
+    """One DiagnosticStatus (level 'ok' | 'warn' | 'error'; floats with 6 significant digits)."""
+    st = DiagnosticStatus(level=LEVELS[level], name=name, hardware_id=hardware_id, message=message)
+    st.values = [KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else str(v)) for k, v in values.items()]
+    arr = DiagnosticArray(status=[st])
+    arr.header.stamp = stamp(t_ns)
+    return arr
+
+
+class JointStateEncoder:
+    """Serialized sensor_msgs/JointState of fixed joints, refilled in place (cdr.py); publish the bytes."""
+
+    def __init__(self, names, q_index=None, frame_id: str = ''):
+        self.cdr = joint_state_layout(list(names), frame_id)
+        self.qi = None if q_index is None else np.asarray(q_index)
+        self._q, self._qd, self._tau = (self.cdr.view(f) for f in ('position', 'velocity', 'effort'))
+        self._sec, self._nsec = self.cdr.view('stamp.sec'), self.cdr.view('stamp.nanosec')
+
+    def fill(self, q, qd, tau, t_ns: int) -> bytes:
+        """q, qd: joint values, or generalized coordinates when q_index was given."""
+        self._sec[0], self._nsec[0] = divmod(int(t_ns), 1_000_000_000)
+        if self.qi is not None:
+            q, qd = q[self.qi], qd[self.qi]
+        self._q[:], self._qd[:], self._tau[:] = q, qd, tau
+        return bytes(self.cdr.buf)
+
+
+class CommandReader:
+    """Values of raw std_msgs/Float64MultiArray (or flexarm_msgs/JointEffortCommand) commands: read in place when
+    the message has the expected length and no layout dimensions (what controllers send), deserialized otherwise
+    (the gate behind judges the values)."""
+
+    def __init__(self, n_joints: int):
+        self.array = float64_array_layout(n_joints)
+        self.stamped = effort_command_layout(n_joints)
+
+    def values(self, data) -> np.ndarray:
+        if self.array.matches(data):
+            return np.array(self.array.view('data', data))
+        return np.asarray(deserialize_message(bytes(data), Float64MultiArray).data, dtype=float)
+
+    def stamped_command(self, data):
+        """(step, stamp_ns, efforts) of a JointEffortCommand."""
+        lay = self.stamped
+        if lay.matches(data):
+            sec, nsec = int(lay.view('stamp.sec', data)[0]), int(lay.view('stamp.nanosec', data)[0])
+            return int(lay.view('step', data)[0]), sec * 1_000_000_000 + nsec, np.array(lay.view('effort', data))
+        msg = deserialize_message(bytes(data), JointEffortCommand)
+        return int(msg.step), stamp_ns(msg.header.stamp), np.asarray(msg.effort, dtype=float)
+
+
+class CommandWriter:
+    """Serialized Float64MultiArray / JointEffortCommand of n joints (the controllers' commands)."""
+
+    def __init__(self, n_joints: int):
+        self.array = float64_array_layout(n_joints)
+        self.stamped = effort_command_layout(n_joints)
+        self._data = self.array.view('data')
+        self._eff, self._step = self.stamped.view('effort'), self.stamped.view('step')
+        self._sec, self._nsec = self.stamped.view('stamp.sec'), self.stamped.view('stamp.nanosec')
+
+    def array_bytes(self, values) -> bytes:
+        self._data[:] = values
+        return bytes(self.array.buf)
+
+    def stamped_bytes(self, step: int, stamp_ns_: int, values) -> bytes:
+        self._step[0] = step
+        self._sec[0], self._nsec[0] = divmod(int(stamp_ns_), 1_000_000_000)
+        self._eff[:] = values
+        return bytes(self.stamped.buf)

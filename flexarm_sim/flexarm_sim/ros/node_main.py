@@ -1,0 +1,101 @@
+"""Start, spin and stop a flexarm node: the one `main` of every node executable.
+
+    def plant(args=None):                       # console script `plant` (flexarm_sim/entry.py)
+        return run_node('flexarm_sim.plant.node:PlantNode', 'plant', args)
+
+Shutdown: SIGINT and SIGTERM at any time — during imports, while the kernels load or compile, while the node is
+constructed, while it spins — end the process with exit code 0 and no traceback within a fraction of a second
+(what `ros2 launch` and process supervisors expect). rclpy's own signal handlers are not installed: they shut the
+context down under the node's threads (publishing from a thread after that raises inside rclpy), whereas here
+the node stops first (`node.stop()`: its threads joined, hardware made safe), then the executor, the node and
+the context, in that order. During construction the signal raises `Stop` (common/signals.py) in the main thread, which
+unwinds it; while spinning the executor wakes at least every 0.1 s to look at the flag.
+
+The factory may be given as 'module:attribute' so that the signal handlers are in place before the heavy
+imports (rclpy, numpy, numba) start: the entry-point modules import nothing else at their top.
+
+`exit_process(code)` ends the process right after that, without the interpreter's finalization (it tears down
+the numba/LLVM, scipy and rclpy object graphs one by one: 0.5-1.5 s measured, most of a node's exit time); every
+resource that matters (threads, hardware, DDS participant, logging) is closed by then.
+
+Start-up errors the node can name (`ConfigError`: a bad parameter or arm file) print one line naming the
+parameter and exit 2; other exceptions are bugs and keep their traceback.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from ..common.params import ConfigError
+from ..common.signals import Stop, StopSignals
+
+SPIN_WAKE_S = 0.1
+
+
+def default_executor():
+    """rclpy's SingleThreadedExecutor for the nodes' services, parameters, timers and cold topics. (rclpy's
+    experimental EventsExecutor is 3x cheaper per callback but deadlocks when another thread publishes while it spins
+    — verified; the plant's loop thread publishes — so the hot topics are served by ros/hotpath.py instead.)"""
+    from rclpy.executors import SingleThreadedExecutor
+    return SingleThreadedExecutor
+
+
+def _resolve(factory):
+    if isinstance(factory, str):
+        import importlib
+        module, _, attr = factory.partition(':')
+        return getattr(importlib.import_module(module), attr)
+    return factory
+
+
+def run_node(factory, name: str, args=None, executor_factory=None) -> int:
+    """Run `factory()` (a Node, optionally with start()/stop(); or 'module:attr' naming it) until SIGINT/SIGTERM;
+    returns the exit code."""
+    sig = StopSignals().install()
+    print(f'{name}: starting', file=sys.stderr, flush=True)      # the signal handlers are in place from here on
+    node = executor = None
+    code = 0
+    rclpy = None
+    try:
+        import rclpy
+        from rclpy.signals import SignalHandlerOptions
+        factory = _resolve(factory)
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        node = factory()
+        executor = (executor_factory or default_executor())()
+        executor.add_node(node)
+        start = getattr(node, 'start', None)
+        if start is not None:
+            start()
+        sig.started()
+        while not sig.stopped and rclpy.ok():
+            executor.spin_once(timeout_sec=SPIN_WAKE_S)
+    except Stop:
+        code = 0
+    except ConfigError as e:
+        print(f'{name}: {e}', file=sys.stderr, flush=True)
+        code = 2
+    finally:
+        sig.started()                   # a second signal during teardown is ignored
+        if node is not None:
+            stop = getattr(node, 'stop', None)
+            if stop is not None:
+                stop()
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
+        if node is not None:
+            node.destroy_node()
+        if rclpy is not None:
+            rclpy.try_shutdown()
+    return code
+
+
+def exit_process(code: int):
+    """Flush stdout/stderr and end the process now (after run_node has shut everything down)."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(int(code))

@@ -1,0 +1,186 @@
+"""The one FlexState codec (flexarm_sim/ros/flexstate.py) and the fixed-shape CDR layouts (ros/cdr.py), against
+rclpy's own serialization and a FlexState built field by field here from the model (the reference)."""
+import os
+
+import numpy as np
+import pytest
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from flexarm_msgs.msg import FlexState, JointEffortCommand, LinkDeflection
+from flexarm_sim.arms import arm_id
+from flexarm_sim.model import load_model
+from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.plant.outputs import ArmOutputs, quaternion_xyzw
+from flexarm_sim.ros import cdr
+from flexarm_sim.ros.flexstate import FlexStateDecoder, FlexStateEncoder, decode_state
+
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+
+
+def _arm(name):
+    path = os.path.join(ARMS, name + '.yaml')
+    model = load_model(path)
+    return model, ArmLayout.of(model, arm_id(path, model.spec.name))
+
+
+def reference_state(model, layout, out, z, zd, tau, step, t_ns, frame):
+    """FlexState of the plant's contract, field by field, from the model's API (no codec code)."""
+    msg = FlexState()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t_ns, 1_000_000_000)
+    msg.header.frame_id = frame
+    msg.step, msg.arm_id = step, layout.arm_id
+    msg.joint_names = list(model.spec.joint_names)
+    qi = model.q_index
+    msg.position, msg.velocity, msg.effort = z[qi].tolist(), zd[qi].tolist(), list(tau)
+    links = []
+    for info in out.links:
+        dl = z[info.slice]
+        j, m = info.index, info.n_modes
+        strain = 0.5 * float(dl @ model.data.stiffness[j, :m, :m] @ dl)       # + the curvature's quartic term
+        if model.data.fs_active[j]:
+            strain += 0.5 * np.einsum('abcd,a,b,c,d->', model.data.fs_K4[j, :m, :m, :m, :m], dl, dl, dl, dl)
+        ld = LinkDeflection(link_name=info.name, mode_plane=info.planes, modal_position=dl.tolist(),
+                            modal_velocity=zd[info.slice].tolist(), frequencies=info.freqs_hz,
+                            mode_tip_displacement=info.mode_tip_displacement,
+                            elastic_energy=strain)
+        ld.tip_deflection.x, ld.tip_deflection.y, ld.tip_deflection.z = (info.phi_tip @ dl).tolist()
+        ld.tip_rotation.x, ld.tip_rotation.y, ld.tip_rotation.z = (info.theta_tip @ dl).tolist()
+        links.append(ld)
+    msg.links = links
+    R, p = model.tip_pose(z)
+    pose = msg.end_effector_pose
+    pose.position.x, pose.position.y, pose.position.z = p.tolist()
+    (pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w) = quaternion_xyzw(R).tolist()
+    h = 1e-6
+    v = (model.tip_pose(z + h * zd)[1] - model.tip_pose(z - h * zd)[1]) / (2 * h)
+    msg.end_effector_twist.linear.x, msg.end_effector_twist.linear.y, msg.end_effector_twist.linear.z = v.tolist()
+    zr = z.copy()
+    zr[model.mode_index] = 0.0
+    rp = model.tip_pose(zr)[1]
+    msg.end_effector_rigid_position.x, msg.end_effector_rigid_position.y, msg.end_effector_rigid_position.z = \
+        rp.tolist()
+    en = model.energies(z, zd)
+    msg.kinetic_energy, msg.elastic_energy, msg.gravity_energy = en['kinetic'], en['elastic'], en['gravity']
+    return msg
+
+
+def _random_state(model, rng):
+    z = 0.01 * rng.standard_normal(model.n_coords)
+    z[model.q_index] = rng.uniform(-2, 2, model.n_joints)
+    zd = 0.1 * rng.standard_normal(model.n_coords)
+    return z, zd, rng.uniform(-1, 1, model.n_joints)
+
+
+@pytest.mark.parametrize('arm', ['deluca_two_link', 'spatial_3r', 'rigid_puma3'])
+def test_encoded_state_is_the_reference_message(arm):
+    model, layout = _arm(arm)
+    out = ArmOutputs(model)
+    enc = FlexStateEncoder(layout, 'world', out)
+    rng = np.random.default_rng(3)
+    for step, t_ns in ((0, 0), (7, 1_500_000_001), (2 ** 40, 2 ** 41 + 3)):
+        z, zd, tau = _random_state(model, rng)
+        data = enc.fill(z, zd, tau, step, t_ns)
+        ref = reference_state(model, layout, out, z, zd, tau, step, t_ns, 'world')
+        assert len(data) == len(serialize_message(ref))
+        got = deserialize_message(data, FlexState)
+        for f in ('step', 'arm_id', 'joint_names', 'kinetic_energy', 'elastic_energy', 'gravity_energy'):
+            assert getattr(got, f) == pytest.approx(getattr(ref, f), rel=1e-9, abs=1e-12) if 'energy' in f \
+                else getattr(got, f) == getattr(ref, f), f
+        assert got.header == ref.header
+        for f in ('position', 'velocity', 'effort'):
+            assert list(getattr(got, f)) == list(getattr(ref, f)), f
+        assert [lk.link_name for lk in got.links] == [lk.link_name for lk in ref.links]
+        for a, b in zip(got.links, ref.links):
+            assert list(a.mode_plane) == list(b.mode_plane)
+            for f in ('modal_position', 'modal_velocity', 'frequencies', 'mode_tip_displacement'):
+                assert list(getattr(a, f)) == list(getattr(b, f)), f
+            for v in ('tip_deflection', 'tip_rotation'):
+                assert np.allclose([getattr(getattr(a, v), c) for c in 'xyz'],
+                                   [getattr(getattr(b, v), c) for c in 'xyz'], rtol=1e-12, atol=1e-15)
+            assert a.elastic_energy == pytest.approx(b.elastic_energy, rel=1e-12, abs=1e-18)
+        P = lambda m: [m.end_effector_pose.position.x, m.end_effector_pose.position.y, m.end_effector_pose.position.z,  # noqa: E731
+                       m.end_effector_pose.orientation.x, m.end_effector_pose.orientation.y,
+                       m.end_effector_pose.orientation.z, m.end_effector_pose.orientation.w,
+                       m.end_effector_twist.linear.x, m.end_effector_twist.linear.y, m.end_effector_twist.linear.z,
+                       m.end_effector_rigid_position.x, m.end_effector_rigid_position.y,
+                       m.end_effector_rigid_position.z]
+        assert np.allclose(P(got), P(ref), rtol=1e-7, atol=1e-9)
+
+
+def test_decoders_agree_and_apply_one_rule():
+    model, layout = _arm('deluca_two_link')
+    enc = FlexStateEncoder(layout, 'base_link', ArmOutputs(model))
+    dec = FlexStateDecoder(layout)
+    rng = np.random.default_rng(4)
+    for k in range(20):
+        z, zd, tau = _random_state(model, rng)
+        data = enc.fill(z, zd, tau, k, 10 ** 9 + k)
+        fast = dec.decode(data)
+        slow = decode_state(deserialize_message(data, FlexState), layout)
+        for f in ('z', 'zd', 'tau'):
+            assert np.array_equal(getattr(fast, f), getattr(slow, f)) and np.array_equal(getattr(fast, f),
+                                                                                          {'z': z, 'zd': zd, 'tau': tau}[f])
+        assert (fast.t, fast.stamp_ns, fast.step, fast.has_modes) == (slow.t, slow.stamp_ns, slow.step, True)
+    assert dec.slow == 1 and dec.fast == 19                    # the first one teaches the layout
+    bad = enc.fill(np.full(model.n_coords, np.nan), zd, tau, 0, 0)
+    with pytest.raises(ValueError, match='non-finite'):
+        dec.decode(bad)
+    # another arm's state: refused by both paths
+    other_model, other = _arm('spatial_3r')
+    data = FlexStateEncoder(other, 'base_link', ArmOutputs(other_model)).fill(
+        np.zeros(other.n_coords), np.zeros(other.n_coords), np.zeros(3), 0, 0)
+    with pytest.raises(ValueError, match='arm'):
+        dec.decode(data)
+    # joints only (the hardware bridge) and joints in another order: accepted by the rule
+    joints_only = FlexStateEncoder(layout, 'base_link')
+    js = joints_only.fill(z, zd, tau, 1, 5)
+    dec = FlexStateDecoder(layout)
+    for k in range(3):                                        # slow path, then the learnt fast path
+        st = dec.decode(joints_only.fill(z, zd, tau, k, 5))
+        assert not st.has_modes and np.array_equal(st.z[layout.q_index], z[layout.q_index])
+        assert np.all(st.z[layout.mode_index] == 0.0) and np.all(st.zd[layout.mode_index] == 0.0)
+    assert (dec.slow, dec.fast) == (1, 2)
+    msg = deserialize_message(js, FlexState)
+    msg.joint_names = list(reversed(msg.joint_names))
+    msg.position, msg.velocity = list(reversed(msg.position)), list(reversed(msg.velocity))
+    msg.effort = list(reversed(msg.effort))
+    st = decode_state(msg, layout)
+    assert np.array_equal(st.z[layout.q_index], z[layout.q_index])
+    for change, words in ((dict(position=[0.0]), 'positions'), (dict(joint_names=['a', 'b']), 'joints'),
+                          (dict(effort=[1.0, 2.0, 3.0]), 'efforts')):
+        m = deserialize_message(js, FlexState)
+        for k2, v in change.items():
+            setattr(m, k2, v)
+        with pytest.raises(ValueError, match=words):
+            decode_state(m, layout)
+    m = deserialize_message(enc.fill(z, zd, tau, 0, 0), FlexState)
+    m.links = m.links[:1]
+    with pytest.raises(ValueError, match='elbow_link'):
+        decode_state(m, layout)
+
+
+@pytest.mark.parametrize('names', [['shoulder', 'elbow'], ['a', 'b', 'c']])
+def test_small_layouts_are_rclpy_serialization(names):
+    n = len(names)
+    vals = np.arange(3 * n, dtype=float) * 1.5 - 2.0
+    lay = cdr.joint_state_layout(names)
+    lay.set_stamp(1_234_567_890_987)
+    lay.view('position')[:] = vals[:n]
+    lay.view('velocity')[:] = vals[n:2 * n]
+    lay.view('effort')[:] = vals[2 * n:]
+    js = deserialize_message(bytes(lay.buf), JointState)
+    assert list(js.name) == names and list(js.position) == list(vals[:n]) and list(js.effort) == list(vals[2 * n:])
+    assert (js.header.stamp.sec, js.header.stamp.nanosec) == (1234, 567_890_987)
+    assert len(lay.buf) == len(serialize_message(js))
+    cmd = cdr.float64_array_layout(n)
+    ref = serialize_message(Float64MultiArray(data=list(vals[:n])))
+    assert cmd.matches(ref) and np.array_equal(cmd.view('data', ref), vals[:n])
+    assert not cmd.matches(serialize_message(Float64MultiArray(data=list(vals[:n + 1]))))
+    eff = cdr.effort_command_layout(n)
+    msg = JointEffortCommand(step=2 ** 33 + 1, effort=list(vals[:n]))
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 5, 6
+    ref = serialize_message(msg)
+    assert eff.matches(ref) and eff.view('step', ref)[0] == 2 ** 33 + 1
+    assert np.array_equal(eff.view('effort', ref), vals[:n])
