@@ -361,7 +361,8 @@ class ArmModel:
         ws = Workspace(
             NN=e((3, N, N)), VN=e((8, N)), J3N=e((4, 3, N)), B6=e((2, 6, N)),
             Ak=e((mmax, 3, 3)), HP=e((2, 3, mmax)), BR=e((n + 1, 3, 3)), BJ=e((2, n + 1, 3, N)),
-            Bkin=e((n + 1, 4, 3)), fs_v=e((8, mmax)), fs_hc=e((mmax, 4)), fs_W=e((3, mmax, mmax)), step_addr=np.zeros(2, dtype=np.int64), dyn_addr=0,
+            Bkin=e((n + 1, 4, 3)), fs_v=e((8, mmax)), fs_hc=e((mmax, 4)), fs_W=e((3, mmax, mmax)),
+            step_addr=np.zeros(2, dtype=np.int64), dyn_addr=0,
         )
         return ws._replace(dyn_addr=kernels.dynamics_address(self.data, ws))
 

@@ -19,7 +19,9 @@ Validity: the assumed-modes kinematics hold for moderate deflections. `res.relat
 tip deflection over its length; a run whose largest value exceeds `validity_limit(model)` (VALIDITY_LIMIT with
 the geometric nonlinearity, VALIDITY_LIMIT_LINEAR without) has `res.valid` False and says why in
 `res.validity_message`. The limits come from the comparison with a geometrically exact model
-(test_large_deflection.py: tip error vs deflection).
+(test_large_deflection.py): on the De Luca arm, link 1 deflecting 20 % of its length (+-0.2 N m bang-bang) leaves
+the nonlinear model's tip within 0.8 mm of the exact one and the linear model's 25 mm off; at 5 % (+-0.05 N m)
+the linear model is 1.1 mm off (0.1 % of the reach), the nonlinear one 0.04 mm.
 """
 from __future__ import annotations
 
