@@ -196,6 +196,19 @@ class PlantCore:
         reach = 2.0 * np.abs(qd) * self.dt + 0.02
         return bool(np.any((stop[:, 2] > 0) & ((q + reach >= stop[:, 1]) | (q - reach <= stop[:, 0]))))
 
+    def validity(self):
+        """(within, message) for diagnostics: whether the last step's largest tip deflection / link length is within
+        the model's validity (validity_limit, simulate.py), with the figures and the steps beyond it since the
+        last reset of the counters."""
+        within = self.relative_deflection <= self.validity_limit
+        msg = (f'largest tip deflection {100 * self.relative_deflection:.1f} % of the link length '
+               f'(model valid up to {100 * self.validity_limit:.0f} %)')
+        if not within:
+            msg = 'OUTSIDE the model\'s validity: ' + msg
+        if self.validity_exceeded_steps:
+            msg += f'; {self.validity_exceeded_steps} steps beyond it'
+        return within, msg
+
     def reset_counters(self):
         """Zero the limit and validity counters (the state is untouched)."""
         self.velocity_limit_violations[:] = 0
