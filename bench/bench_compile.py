@@ -24,7 +24,8 @@ DELUCA = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_lin
 TARGET_TOTAL_S = 20.0
 
 # (label, code run in the child; `m` is the model, `np` numpy, `k` the kernels module), leaves first, and the
-# group: 'need' = what the plant, the controllers and the runner load (the <= 20 s target), 'api' = the rest.
+# group: 'need' = what the plant, the controllers and the runner load (the <= 20 s target; the kernels
+# flexarm_sim.precompile.warm_kernels runs), 'api' = the rest.
 STEPS = [
     ('import + load_model (no kernel)', None, None),
     ('dynamics_terms', 'ws = m.workspace(); m.mass_matrix(z); m.rhs(z, zd)', 'need'),
@@ -35,8 +36,8 @@ STEPS = [
     ('potential_energies', 'm.energies(z, zd)', 'need'),
     ('state_outputs', 'StateOutputs(m).compute(z, zd)', 'need'),
     ('plant_step (PlantCore)', 'PlantCore(m, 1e-3, 1).warm_up()', 'need'),
-    ('forward_dynamics (+ cholesky_solve)', 'm.accelerations(z, zd)', 'api'),
-    ('state_ok', 'state_ok(z, zd, 1e4, 1e5)', 'api'),
+    ('forward_dynamics (+ cholesky_solve)', 'm.accelerations(z, zd)', 'need'),
+    ('state_ok', 'state_ok(z, zd, 1e4, 1e5)', 'need'),
     ('simulate: sampled torques (_run_samples)', 'simulate(m, 0.01, 1e-3, torque=np.zeros(2))', 'api'),
     ('simulate: Python torque callable (_run_one)', 'simulate(m, 0.01, 1e-3, torque=lambda t, z, zd: [0.0, 0.0])', 'api'),
     ('simulate: compiled law (_run_law, per law)', 'simulate(m, 0.01, 1e-3, torque=law)', 'api'),

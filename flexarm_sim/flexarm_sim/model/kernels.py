@@ -380,8 +380,18 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
             for l in range(m):
                 s += stiffness[j, k, l] * z[ds + l] + damping[j, k, l] * zd[ds + l]
             rhs[ds + k] -= s
-        if fs:
-            _quartic_force(fs_K4[j], z, ds, m, rhs)
+        if fs:                  # - dV4/d delta_k = -2 sum_bce K4_kbce delta_b delta_c delta_e (K4 symmetric)
+            for k in range(m):
+                q4 = 0.0
+                for b4 in range(m):
+                    q3 = 0.0
+                    for c4 in range(m):
+                        q2 = 0.0
+                        for e4 in range(m):
+                            q2 += fs_K4[j, k, b4, c4, e4] * z[ds + e4]
+                        q3 += q2 * z[ds + c4]
+                    q4 += q3 * z[ds + b4]
+                rhs[ds + k] -= 2.0 * q4
         # joint torque, friction, hard stops at the position limits; reflected rotor inertia on the diagonal
         rhs[qj] += tau[j] - viscous[j] * qd - coulomb[j] * np.tanh(qd / vc) + stop_torque(stop, j, z[qj], qd)
         if want_mass:
@@ -705,25 +715,6 @@ def dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
         for r in range(N):
             for c in range(r):
                 J[r, c] = J[c, r]
-
-
-@kernel(**INTERNAL)
-def _quartic_force(K4, z, ds, m, rhs):
-    """rhs[ds + k] -= dV4/d delta_k = 2 sum_bcd K4_kbcd delta_b delta_c delta_d (K4 symmetric). Returns V4."""
-    V4 = 0.0
-    for k in range(m):
-        g = 0.0
-        for b in range(m):
-            t = 0.0
-            for c in range(m):
-                u = 0.0
-                for e in range(m):
-                    u += K4[k, b, c, e] * z[ds + e]
-                t += u * z[ds + c]
-            g += t * z[ds + b]
-        rhs[ds + k] -= 2.0 * g
-        V4 += 0.5 * g * z[ds + k]
-    return V4
 
 
 @kernel(**INTERNAL)
