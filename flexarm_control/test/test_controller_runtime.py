@@ -121,7 +121,9 @@ def test_overload_safe_mode_keeps_a_delayed_loop_bounded(deluca):
     nominal, rt0 = _delayed_run(deluca, 'modal', 0.002)
     assert rt0.safe_mode_entries == 0 and 0.1 < nominal < 0.3
     runaway, _ = _delayed_run(deluca, 'modal', 0.020, safe_mode=False)
-    assert runaway > 3 * nominal                                   # the designed law does not survive it
+    # the designed law does not survive it: 4.7x nominal with the linear model (growing without bound); with
+    # the geometric nonlinearity the stiffening holds it to a large oscillation, 3.0x nominal at 3 s (4.2x at 6 s)
+    assert runaway > 2.5 * nominal
     safe, rt = _delayed_run(deluca, 'modal', 0.020)
     assert rt.safe_mode and rt.safe_mode_entries == 1
     assert safe < 1.5 * nominal, (safe, nominal)

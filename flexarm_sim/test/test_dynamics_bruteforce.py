@@ -11,6 +11,13 @@ Jacobians by complex-step differentiation (exact to rounding). From them:
 
 The kernel computes these by a different route (per-body quasi-velocity equations with precomputed modal
 integrals, recursive Jacobians and bias accelerations), with a different quadrature rule.
+
+Geometric nonlinearity (on unless the arm file says `geometric_nonlinearity: false`): every point of a
+flexible link is pulled back along the link by u(eta) = -1/2 int_0^eta |w'(s)|^2 ds (the inextensible neutral
+axis, to second order). The brute force evaluates that integral itself, per point, with its own Gauss rule on
+[0, eta] from the mode shapes' slopes, and puts the points there; everything else follows as above. The strain
+energy is that of the curvature of those points' line, kappa^2 = |r' x r''|^2 to fourth order, per bending
+plane: EI_z kappa_z^2 + EI_y kappa_y^2 with kappa_z = (r' x r'')_z, kappa_y = -(r' x r'')_y, r = (eta + u, w_y, w_z).
 """
 import numpy as np
 import pytest
@@ -103,6 +110,28 @@ class BruteForce:
         self.theta = [lm[j].rotation(self.quad[j][0]) for j in range(len(lm))]
         self.phi_tip = [lm[j].displacement([js.link.length])[:, :, 0] for j, js in enumerate(self.spec.joints)]
         self.th_tip = [lm[j].rotation([js.link.length])[:, :, 0] for j, js in enumerate(self.spec.joints)]
+        # foreshortening: G_kl(eta) = int_0^eta w_k' w_l' ds (same bending plane), at the points and the tip
+        on = self.spec.geometric_nonlinearity
+        self.G = [self._slope_products(lm[j], self.quad[j][0]) if on else None for j in range(len(lm))]
+        self.G_tip = [self._slope_products(lm[j], [js.link.length])[:, :, 0] if on else None
+                      for j, js in enumerate(self.spec.joints)]
+
+    @staticmethod
+    def _slope_products(modes, etas, n=48):
+        """(m, m, len(etas)) Gauss-Legendre (n points on [0, eta]) integrals of the bending slopes' products."""
+        m = modes.n_modes
+        etas = np.asarray(etas, dtype=float)
+        x, w = np.polynomial.legendre.leggauss(n)
+        s = (etas[:, None] * (x[None, :] + 1) / 2).ravel()
+        slopes = np.zeros((m, 3, s.size))               # d phi / d eta, built from the solver's shapes
+        k = 0
+        for plane, src in modes.sources:
+            nk = src.n_modes
+            if plane != TORSION:
+                slopes[k:k + nk, 1 + plane] = src.dw(s) * modes.scale[k:k + nk, None]
+            k += nk
+        slopes = slopes.reshape(m, 3, etas.size, n)
+        return np.einsum('qp,kiqp,liqp->klq', etas[:, None] * w[None, :] / 2, slopes, slopes)
 
     def kinematics(self, z):
         """Returns (points: list of (positions (q,3), masses (q,)), rigid: list of (R, com, mass, Icom),
@@ -123,6 +152,8 @@ class BruteForce:
             rho[0] = eta
             if m:
                 rho = rho + np.einsum('k,kiq->iq', delta, self.phi[j])
+                if self.G[j] is not None:
+                    rho[0] = rho[0] - 0.5 * np.einsum('k,klq,l->q', delta, self.G[j], delta)
             points.append(((pL[:, None] + RF @ rho).T, js.link.linear_density * wq))
             ex = js.link.extra
             rigid.append((RF, pL + RF @ ex.com, ex.mass, ex.inertia))
@@ -134,6 +165,8 @@ class BruteForce:
             if m:
                 rtip = rtip + delta @ self.phi_tip[j]
                 th = th + delta @ self.th_tip[j]
+                if self.G_tip[j] is not None:
+                    rtip[0] = rtip[0] - 0.5 * delta @ self.G_tip[j] @ delta
             RE = RF @ _rz(th[2]) @ _ry(th[1]) @ _rx(th[0])
             pE = pL + RF @ rtip
             if j == len(spec.joints) - 1:
@@ -215,7 +248,38 @@ class BruteForce:
                 curv = delta[k:k + n] @ strain
                 V = V + 0.5 * rig_ * (wq @ (curv * curv))
                 k += n
+            if self.spec.geometric_nonlinearity:
+                V = V + self._curvature_correction(j, js, delta)
         return V
+
+    def _curvature_correction(self, j, js, delta):
+        """1/2 int EI_p (kappa_p^2 - w_p''^2) over the bending planes, kappa from r' x r'' with r' = (1 + u', w'),
+        u' = -|w'|^2 / 2, r'' = (-w'.w'', w''), to fourth order in delta (complex-capable)."""
+        lm = self.model.link_modes[j]
+        eta, wq = self.quad[j]
+        k = 0
+        w1 = [0.0, 0.0]
+        w2 = [0.0, 0.0]
+        for plane, src in lm.sources:
+            n = src.n_modes
+            if plane != TORSION:
+                sc = lm.scale[k:k + n]
+                w1[plane] = w1[plane] + delta[k:k + n] @ (src.dw(eta) * sc[:, None])
+                w2[plane] = w2[plane] + delta[k:k + n] @ (src.d2w(eta) * sc[:, None])
+            k += n
+        wy1, wz1 = w1
+        wy2, wz2 = w2
+        up = -0.5 * (wy1 * wy1 + wz1 * wz1)                   # u'
+        upp = -(wy1 * wy2 + wz1 * wz2)                         # u''
+        # r' x r'' with r' = (1 + u', wy', wz'), r'' = (u'', wy'', wz'')
+        cz = (1 + up) * wy2 - wy1 * upp
+        cy = wz1 * upp - (1 + up) * wz2
+        # keep the fourth-order part of kappa^2 - w''^2 (the exact |r'|^-6 and fifth order drop out)
+        ez = cz * cz - wy2 * wy2
+        ey = cy * cy - wz2 * wz2
+        ez = ez - (up * up * wy2 * wy2 + wy1 * wy1 * upp * upp - 2 * up * wy2 * wy1 * upp)   # sixth order
+        ey = ey - (up * up * wz2 * wz2 + wz1 * wz1 * upp * upp - 2 * up * wz2 * wz1 * upp)
+        return 0.5 * (js.link.EI_z * (wq @ ez) + js.link.EI_y * (wq @ ey))
 
     def potential_force(self, z, h=1e-30):
         N = z.size
@@ -240,14 +304,21 @@ class BruteForce:
 
 def random_state(model, rng, defl=0.02):
     z = rng.normal(size=model.n_coords) * defl
-    z[model.q_index] = rng.uniform(-np.pi, np.pi, model.n_joints)
+    z[model.q_index] = rng.uniform(-3.0, 3.0, model.n_joints)      # inside the joint stops (|q| <= 3.14159)
     zd = rng.normal(size=model.n_coords)
     zd[model.mode_index] *= 0.1
     return z, zd
 
 
+def linear(spec):
+    """The same arm with the transverse-only (linear) kinematics."""
+    from dataclasses import replace
+    return replace(spec, geometric_nonlinearity=False)
+
+
 MODELS = {
     'deluca': deluca,
+    'deluca_linear': lambda: load_model(linear(deluca().spec)),
     'random_spatial': lambda: load_model(random_spatial_arm()),
 }
 
@@ -313,3 +384,30 @@ def test_joint_torque_enters_only_its_joint_row():
     expect = np.zeros(model.n_coords)
     expect[model.q_index] = tau
     assert np.allclose(diff, expect, atol=1e-12)
+
+
+@pytest.mark.parametrize('make', [deluca, lambda: load_model(random_spatial_arm())], ids=['deluca', 'random_spatial'])
+def test_foreshortening_terms_equal_brute_force(make):
+    """What the geometric nonlinearity adds (nonlinear minus linear kinematics) to the mass matrix, the velocity
+    terms and the potential forces, at deflections of ~10 % of the link lengths, against the brute force."""
+    nl = make()
+    lin = load_model(linear(nl.spec))
+    bf_nl, bf_lin = BruteForce(nl), BruteForce(lin)
+    rng = np.random.default_rng(21)
+    z, zd = random_state(nl, rng, defl=0.05)
+    zd[nl.mode_index] *= 10.0
+    zero = np.zeros(nl.n_coords)
+    dJ = nl.mass_matrix(z) - lin.mass_matrix(z)
+    dJ_bf = bf_nl.mass_matrix(z) - bf_lin.mass_matrix(z)
+    assert np.linalg.norm(dJ_bf) > 1e-3 * np.linalg.norm(bf_lin.mass_matrix(z))       # not a negligible effect
+    assert _rel(dJ, dJ_bf) < 1e-7, _rel(dJ, dJ_bf)
+    dh = -(nl.rhs(z, zd) - nl.rhs(z, zero)) + (lin.rhs(z, zd) - lin.rhs(z, zero))
+    dh_bf = bf_nl.velocity_terms(z, zd) - bf_lin.velocity_terms(z, zd)
+    assert _rel(dh, dh_bf) < 1e-6, _rel(dh, dh_bf)      # finite differences of J in the brute force: ~1e-8
+    df = nl.rhs(z, zero) - lin.rhs(z, zero)
+    df_bf = bf_nl.potential_force(z) - bf_lin.potential_force(z)
+    if np.linalg.norm(df_bf) > 0:                        # gravity in the plane of bending (spatial arm)
+        assert _rel(df, df_bf) < 1e-8, _rel(df, df_bf)
+    # the tip: the foreshortened link is shorter by -1/2 delta^T G(l) delta along its axis
+    assert np.allclose(nl.tip_pose(z)[1], bf_nl.kinematics(z)[1][-1][1] - bf_nl.kinematics(z)[1][-1][0]
+                       @ nl.spec.payload.com, atol=1e-12)

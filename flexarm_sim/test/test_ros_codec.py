@@ -37,10 +37,14 @@ def reference_state(model, layout, out, z, zd, tau, step, t_ns, frame):
     links = []
     for info in out.links:
         dl = z[info.slice]
+        j, m = info.index, info.n_modes
+        strain = 0.5 * float(dl @ model.data.stiffness[j, :m, :m] @ dl)       # + the curvature's quartic term
+        if model.data.fs_active[j]:
+            strain += 0.5 * np.einsum('abcd,a,b,c,d->', model.data.fs_K4[j, :m, :m, :m, :m], dl, dl, dl, dl)
         ld = LinkDeflection(link_name=info.name, mode_plane=info.planes, modal_position=dl.tolist(),
                             modal_velocity=zd[info.slice].tolist(), frequencies=info.freqs_hz,
                             mode_tip_displacement=info.mode_tip_displacement,
-                            elastic_energy=0.5 * float(dl @ info.stiffness @ dl))
+                            elastic_energy=strain)
         ld.tip_deflection.x, ld.tip_deflection.y, ld.tip_deflection.z = (info.phi_tip @ dl).tolist()
         ld.tip_rotation.x, ld.tip_rotation.y, ld.tip_rotation.z = (info.theta_tip @ dl).tolist()
         links.append(ld)

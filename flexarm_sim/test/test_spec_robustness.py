@@ -57,12 +57,14 @@ def _full_arm(section):
     }
     sec, mat = sections[section]
     return {
-        "name": "full", "description": "every field", "planar": False, "gravity": [0.0, 0.0, -9.81],
+        "name": "full", "description": "every field", "planar": False, "geometric_nonlinearity": True,
+        "gravity": [0.0, 0.0, -9.81],
         "base": {"xyz": [0.0, 0.0, 0.1], "rpy": [0.0, 0.0, 0.2]},
         "nominal_configuration": [0.1, 0.2],
         "joints": [
             {"name": "j0", "angle_offset": 0.1, "offset": 0.2, "twist": 0.3,
-             "limits": {"position": [-1.0, 1.0], "velocity": 2.0, "effort": 3.0},
+             "limits": {"position": [-1.0, 1.0], "velocity": 2.0, "effort": 3.0, "stop_stiffness": 200.0,
+                        "stop_damping": 0.5},
              "friction": {"viscous": 0.1, "coulomb": 0.2}, "gear_ratio": 10.0, "rotor_inertia": 1e-4,
              "hub": {"mass": 1.0, "com": [0.0, 0.0, 0.01],
                      "inertia": [[0.01, 0.001, 0.0], [0.001, 0.01, 0.0], [0.0, 0.0, 0.02]]},

@@ -1,8 +1,9 @@
 """flexarm_sim.model — the pure numerical core (no ROS): arm description, modes, dynamics, integrators."""
 from .arm_model import ArmModel
-from .integrators import ArmState, IntegrationError, largest_stable_rk4_step, step
+from .integrators import (ArmState, IntegrationError, SubstepError, auto_substeps, largest_stable_rk4_step,
+                          step)
 from .linearize import joint_hf_inertia, linearize, whole_arm_modes
-from .simulate import SimulationResult, simulate
+from .simulate import SimulationResult, simulate, validity_limit
 from .spec import ArmSpec, ArmSpecError, arm_from_dict, load_arm, rigid_limit
 
 
@@ -13,6 +14,7 @@ def load_model(path_or_spec) -> ArmModel:
     return ArmModel.from_yaml(path_or_spec)
 
 
-__all__ = ['ArmModel', 'ArmState', 'IntegrationError', 'largest_stable_rk4_step', 'step', 'joint_hf_inertia', 'linearize',
+__all__ = ['ArmModel', 'ArmState', 'IntegrationError', 'SubstepError', 'auto_substeps', 'validity_limit',
+           'largest_stable_rk4_step', 'step', 'joint_hf_inertia', 'linearize',
            'whole_arm_modes', 'SimulationResult', 'simulate', 'ArmSpec', 'ArmSpecError', 'arm_from_dict',
            'load_arm', 'rigid_limit', 'load_model']

@@ -16,7 +16,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import dynamics_numpy, kernels
-from .link_modes import link_integrals, solve_link_modes
+from .link_modes import OUT_OF_PLANE, TORSION, link_integrals, solve_link_modes
 from .spec import MIN_MASS_EIGEN_RATIO, ArmSpec, ArmSpecError, check_arm, load_arm
 
 KernelData = namedtuple('KernelData', [
@@ -26,17 +26,40 @@ KernelData = namedtuple('KernelData', [
     'body_H1', 'body_Mdd', 'phi_tip', 'theta_tip', 'stiffness', 'damping',
     'payload_active', 'payload_mass', 'payload_S', 'payload_I0',
     'viscous', 'coulomb', 'coulomb_velocity', 'rotor_inertia',
+    'fs_active', 'fs_G', 'fs_C', 'fs_D', 'fs_K4', 'mode_axis', 'mode_plane', 'joint_stop',
 ])
 
 Workspace = namedtuple('Workspace', [
-    'J', 'rhs', 'L', 'S', 'A', 'Y', 'Ak', 'Hm',
-    'Rt', 'pt', 'Jwt', 'Jvt', 'omt', 'vt', 'alt', 'at', 'RF', 'RE', 'Re', 'G',
-    'Jv', 'Jw', 'om', 'v', 'al', 'a',
-    'z0', 'v0', 'zs', 'vs', 'k1', 'k2', 'k3', 'k4', 'vk2', 'vk3', 'vk4',
+    'NN',      # (3, N, N): mass matrix J, Cholesky factor L, Newton matrix S
+    'VN',      # (8, N): rhs, then the integrators' z0, v0, zs, vs, k1, k2, k3
+    'J3N',     # (4, 3, N): Jacobians: previous tip (angular, linear), link (linear, angular)
+    'B6',      # (2, 6, N): body Jacobian A and M11 A
+    'Ak',      # (mmax, 3, 3): dI / d delta_k
+    'HP',      # (2, 3, mmax): H(delta), P(delta)
+    'BR', 'BJ', 'Bkin',     # per body (n + 1): rotation, Jacobians (linear, angular), (v, omega, a, alpha)
+    'fs_v', 'fs_hc', 'fs_W',     # foreshortening contractions (kernels.dynamics_terms)
+    'step_addr',  # (2,) int64: addresses of rk4_step, midpoint_step (simulation loops; kernels.step_addresses)
+    'dyn_addr',   # address of the compiled dynamics_terms (kernels.call_dynamics_terms)
 ])
 
 # Coulomb friction is smoothed as f_c tanh(qdot / COULOMB_VELOCITY) (rad/s).
 COULOMB_VELOCITY = 1e-2
+
+# Hard stops at the joint position limits (kernels.stop_torque). Defaults when the arm file gives no
+# limits.stop_stiffness / stop_damping (joint_stops): the stiffest of
+#   - holding the joint's effort limit within STOP_PENETRATION_AT_EFFORT (static),
+#   - stopping everything outboard (its rigid inertia about the joint, J_jj of the mass matrix at the nominal
+#     configuration) arriving at the joint's velocity limit within STOP_PENETRATION_AT_SPEED (energy),
+#   - ringing at STOP_FREQUENCY_HZ on J_jj (when the joint has neither limit);
+# damping ratio STOP_DAMPING_RATIO on the joint's high-frequency inertia J_hf (joint_hf_inertia: what the stop
+# decelerates at once, links free), which keeps the contact a well-damped oscillator that the sub-step rule
+# resolves; the outboard arm's bounce is damped less (its inertia is larger).
+STOP_PENETRATION_AT_EFFORT = np.deg2rad(1.0)
+STOP_PENETRATION_AT_SPEED = np.deg2rad(5.0)
+STOP_FREQUENCY_HZ = 10.0
+STOP_DAMPING_RATIO = 0.5
+# joint_stop's position limits of a joint without limits: the largest double (no angle reaches it)
+NO_LIMIT = float(np.finfo(np.float64).max)
 
 
 def _skew_sq(c):
@@ -164,6 +187,40 @@ def outboard_tip_bodies(spec: ArmSpec):
     return out
 
 
+def joint_stops(spec: ArmSpec, data) -> np.ndarray:
+    """Rows (lower, upper, stiffness, damping) of every joint's hard stops (KernelData.joint_stop); stiffness 0
+    where the joint has no position limits. Defaults (see STOP_*) use the joint's high-frequency inertia at the
+    nominal configuration, from the numpy dynamics (no kernel compile while loading a model)."""
+    from . import dynamics_numpy
+    n = spec.n_joints
+    out = np.zeros((n, 4))
+    z = np.zeros(data.n_coords)
+    z[data.q_index] = spec.nominal_configuration
+    J, _ = dynamics_numpy.mass_matrix_and_rhs(data, z, np.zeros(data.n_coords), np.zeros(n))
+    qi = data.q_index
+    J_hf = 1.0 / np.diag(np.linalg.inv(J))[qi]
+    J_out = np.diag(J)[qi]
+    for j, js in enumerate(spec.joints):
+        lo, hi = js.position_limits
+        if not (np.isfinite(lo) and np.isfinite(hi)):      # no stops; limits stored finite (every array is)
+            out[j, :2] = -NO_LIMIT, NO_LIMIT
+            continue
+        out[j, :2] = lo, hi
+        k = js.stop_stiffness
+        if k is None:
+            ks = []
+            if np.isfinite(js.effort_limit):
+                ks.append(js.effort_limit / STOP_PENETRATION_AT_EFFORT)
+            if np.isfinite(js.velocity_limit):
+                ks.append(J_out[j] * (js.velocity_limit / STOP_PENETRATION_AT_SPEED) ** 2)
+            k = max(ks) if ks else J_out[j] * (2.0 * np.pi * STOP_FREQUENCY_HZ) ** 2
+        c = js.stop_damping
+        if c is None:
+            c = 2.0 * STOP_DAMPING_RATIO * np.sqrt(k * J_hf[j])
+        out[j, 2:] = k, c
+    return out
+
+
 class ArmModel:
     """Immutable model of one arm: spec, link modes, modal integrals and kernel data."""
 
@@ -214,6 +271,11 @@ class ArmModel:
         phi_tip, theta_tip = zeros(n, 3, mmax), zeros(n, 3, mmax)
         stiffness, damping = zeros(n, mmax, mmax), zeros(n, mmax, mmax)
         body_active = np.zeros(n, dtype=np.bool_)
+        fs_active = np.zeros(n, dtype=np.bool_)
+        fs_G, fs_C, fs_D = zeros(n, 3, mmax, mmax), zeros(n, mmax, mmax, mmax), zeros(n, mmax, mmax, mmax, mmax)
+        fs_K4 = zeros(n, mmax, mmax, mmax, mmax)
+        mode_axis = np.ones((n, mmax), dtype=np.int64)
+        mode_plane = np.zeros((n, mmax, 2), dtype=np.int64)    # [first, end) of each mode's bending plane
         for j, js in enumerate(spec.joints):
             it, m = integ[j], n_modes[j]
             # rigid attachments (hub at F_j origin = L_j origin - offset z; extra mass in L_j)
@@ -234,6 +296,20 @@ class ArmModel:
                 phi_tip[j, :, :m] = it.phi_tip
                 theta_tip[j, :, :m] = it.theta_tip
                 stiffness[j, :m, :m] = it.stiffness
+                planes = np.array(modes[j].planes)
+                mode_axis[j, :m] = np.where(planes == OUT_OF_PLANE, 2, 1)
+                for k in range(m):
+                    same = np.nonzero(planes == planes[k])[0]
+                    mode_plane[j, k] = (same[0], same[-1] + 1) if planes[k] != TORSION else (k, k)
+                bending = np.any(planes != TORSION)
+                if spec.geometric_nonlinearity and bending and js.link.length > 0:
+                    fs_active[j] = True
+                    fs_G[j, 0, :m, :m] = it.fs_Gbar
+                    fs_G[j, 1, :m, :m] = it.fs_Geta
+                    fs_G[j, 2, :m, :m] = it.fs_Gtip
+                    fs_C[j, :m, :m, :m] = it.fs_C
+                    fs_D[j, :m, :m, :m, :m] = it.fs_D
+                    fs_K4[j, :m, :m, :m, :m] = it.fs_K4
                 zeta = js.link.damping_ratio
                 zeta = np.broadcast_to(zeta if zeta.size else np.zeros(1), (m,)) if zeta.size <= 1 else zeta
                 lm = modes[j]
@@ -260,27 +336,35 @@ class ArmModel:
             coulomb=np.array([js.coulomb for js in spec.joints]),
             coulomb_velocity=COULOMB_VELOCITY,
             rotor_inertia=np.array([js.reflected_rotor_inertia for js in spec.joints]),
+            fs_active=fs_active, fs_G=fs_G, fs_C=fs_C, fs_D=fs_D, fs_K4=fs_K4, mode_axis=mode_axis,
+            mode_plane=mode_plane,
+            joint_stop=np.zeros((n, 4)),
         )
+        _check_model(spec, data)          # (before joint_stops, which inverts the mass matrix)
+        data = data._replace(joint_stop=joint_stops(spec, data))
+        if not np.all(np.isfinite(data.joint_stop)):
+            raise _spec_error(spec, 'arm', 'hard stops (joint_stop) not finite: values out of scale')
         for arr in data:
             if isinstance(arr, np.ndarray):
                 arr.setflags(write=False)
-        _check_model(spec, data)
         return cls(spec, data, modes, integ)
 
     def workspace(self) -> Workspace:
-        """Fresh scratch arrays for the kernels (allocate once, reuse every step)."""
+        """Fresh scratch arrays for the kernels (allocate once, reuse every step), with the address of the compiled
+        dynamics (compiles it, or loads it from numba's cache, on first use in the process)."""
         N = self.n_coords
         mmax = self.data.body_Phibar.shape[2]
         n = self.n_joints
         e = np.zeros
-        return Workspace(
-            J=e((N, N)), rhs=e(N), L=e((N, N)), S=e((N, N)), A=e((6, N)), Y=e((6, N)), Ak=e((mmax, 3, 3)),
-            Hm=e((3, mmax)), Rt=e((3, 3)), pt=e(3), Jwt=e((3, N)), Jvt=e((3, N)), omt=e(3), vt=e(3), alt=e(3),
-            at=e(3), RF=e((3, 3)), RE=e((3, 3)), Re=e((3, 3)), G=e((3, 3)),
-            Jv=e((3, N)), Jw=e((3, N)), om=e(3), v=e(3), al=e(3), a=e(3),
-            z0=e(N), v0=e(N), zs=e(N), vs=e(N), k1=e(N), k2=e(N), k3=e(N), k4=e(N), vk2=e(N), vk3=e(N),
-            vk4=e(N),
-        ) if n else None
+        if not n:
+            return None
+        ws = Workspace(
+            NN=e((3, N, N)), VN=e((8, N)), J3N=e((4, 3, N)), B6=e((2, 6, N)),
+            Ak=e((mmax, 3, 3)), HP=e((2, 3, mmax)), BR=e((n + 1, 3, 3)), BJ=e((2, n + 1, 3, N)),
+            Bkin=e((n + 1, 4, 3)), fs_v=e((8, mmax)), fs_hc=e((mmax, 4)), fs_W=e((3, mmax, mmax)),
+            step_addr=np.zeros(2, dtype=np.int64), dyn_addr=0,
+        )
+        return ws._replace(dyn_addr=kernels.dynamics_address(self.data, ws))
 
     # ------------------------------------------------------------------ convenience (allocating) API
     def zero_state(self):

@@ -53,8 +53,16 @@ def _spatial_rigid(M, S, I):
     return out
 
 
+def _ex_cross(h):
+    """e_x x h for 3-vectors stacked along the first axis: (3, ...) -> (3, ...)."""
+    return np.array([np.zeros_like(h[0]), -h[2], h[1]])
+
+
 def body_mass_matrix(d, b, delta):
-    """M_b(delta) ((6+m) x (6+m)) of link body b and dM_b/d delta_k stacked as (m, 6+m, 6+m)."""
+    """M_b(delta) ((6+m) x (6+m)) of link body b and dM_b/d delta_k stacked as (m, 6+m, 6+m).
+
+    With foreshortening (d.fs_active[b], link_modes.py): S_x += -delta^T Gbar delta / 2, P = dS/d delta,
+    I += (a2 + a4) diag(0, 1, 1) - (e_x c^T + c e_x^T), H_k += e_x x h_k, Mdd += int mu g g^T."""
     m = delta.size
     Phi = d.body_Phibar[b, :, :m]                       # (3, m)
     S = d.body_S0[b] + Phi @ delta
@@ -63,24 +71,57 @@ def body_mass_matrix(d, b, delta):
     H1 = d.body_H1[b, :m, :m]                           # (m, m, 3): H1[l, k] = int mu phi_l x phi_k
     I = d.body_I0[b] + np.einsum('kij,k->ij', I1, delta) + np.einsum('klij,k,l->ij', I2, delta, delta)
     H = d.body_H0[b, :, :m] + np.einsum('lki,l->ik', H1, delta)
+    Mdd = d.body_Mdd[b, :m, :m].copy()
+    P = Phi.copy()
+    dA = I1 + 2.0 * np.einsum('klij,l->kij', I2, delta)         # dI / d delta_k
+    dH = H1.transpose(0, 2, 1).copy()                          # dH[k][:, l] = dH_l / d delta_k
+    dP = np.zeros((m, 3, m))                                   # dP[k][:, l] = dP_l / d delta_k
+    dMdd = np.zeros((m, m, m))
+    if m and d.fs_active[b]:
+        Gbar, Geta = d.fs_G[b, 0, :m, :m], d.fs_G[b, 1, :m, :m]
+        D = d.fs_D[b, :m, :m, :m, :m]
+        Cv = np.zeros((m, m, m, 3))                            # C_abk along the plane axis of mode k
+        Cv[:, :, np.arange(m), d.mode_axis[b, :m]] = d.fs_C[b, :m, :m, :m]
+        ex = np.array([1.0, 0.0, 0.0])
+        ortho = np.diag([0.0, 1.0, 1.0])
+        gb = Gbar @ delta
+        S = S + ex * (-0.5 * delta @ gb)
+        P = Phi - np.outer(ex, gb)
+        a24 = -delta @ Geta @ delta + 0.25 * np.einsum('abcd,a,b,c,d->', D, delta, delta, delta, delta)
+        c = -0.5 * np.einsum('abki,a,b,k->i', Cv, delta, delta, delta)
+        I = I + a24 * ortho - (np.outer(ex, c) + np.outer(c, ex))
+        h = np.einsum('kabi,a,b->ik', Cv, delta, delta) - 0.5 * np.einsum('abki,a,b->ik', Cv, delta, delta)
+        H = H + _ex_cross(h)
+        Mdd = Mdd + np.einsum('kalb,a,b->kl', D, delta, delta)
+        da24 = -2.0 * Geta @ delta + np.einsum('abkc,a,b,c->k', D, delta, delta, delta)
+        dc = (-np.einsum('kabi,a,b->ki', Cv, delta, delta) - 0.5 * np.einsum('abki,a,b->ki', Cv, delta, delta))
+        dA = dA + da24[:, None, None] * ortho - (np.einsum('i,kj->kij', ex, dc) + np.einsum('ki,j->kij', dc, ex))
+        dh = (np.einsum('lkai,a->lki', Cv, delta) + np.einsum('laki,a->lki', Cv, delta)
+              - np.einsum('kali,a->lki', Cv, delta))            # dh[l, k] = d h_l / d delta_k
+        dH = dH + _ex_cross(dh.transpose(2, 1, 0)).transpose(1, 0, 2)
+        dP[:, 0, :] = -Gbar.T
+        dMdd = np.einsum('lkma,a->klm', D, delta) + np.einsum('lamk,a->klm', D, delta)
     Mb = np.zeros((6 + m, 6 + m))
     Mb[:6, :6] = _spatial_rigid(d.body_mass[b], S, I)
-    Mb[:3, 6:] = Phi
+    Mb[:3, 6:] = P
     Mb[3:6, 6:] = H
-    Mb[6:, :3] = Phi.T
+    Mb[6:, :3] = P.T
     Mb[6:, 3:6] = H.T
-    Mb[6:, 6:] = d.body_Mdd[b, :m, :m]
+    Mb[6:, 6:] = Mdd
     dM = np.zeros((m, 6 + m, 6 + m))
     if m:
-        # d[S]x/d delta_k = [Phi_k]x ; dI/d delta_k = I1_k + 2 sum_l I2_kl delta_l ; dH[:, l]/d delta_k = H1[k, l]
+        # d[S]x/d delta_k = [P_k]x ; dI/d delta_k = dA_k ; dH[:, l]/d delta_k ; dP, dMdd (foreshortening)
         sk = np.zeros((m, 3, 3))
-        sk[:, 0, 1], sk[:, 0, 2], sk[:, 1, 2] = -Phi[2], Phi[1], -Phi[0]
+        sk[:, 0, 1], sk[:, 0, 2], sk[:, 1, 2] = -P[2], P[1], -P[0]
         sk -= sk.transpose(0, 2, 1)
         dM[:, 3:6, :3] = sk
         dM[:, :3, 3:6] = sk.transpose(0, 2, 1)
-        dM[:, 3:6, 3:6] = I1 + 2.0 * np.einsum('klij,l->kij', I2, delta)
-        dM[:, 3:6, 6:] = H1.transpose(0, 2, 1)
-        dM[:, 6:, 3:6] = H1
+        dM[:, 3:6, 3:6] = dA
+        dM[:, 3:6, 6:] = dH
+        dM[:, 6:, 3:6] = dH.transpose(0, 2, 1)
+        dM[:, :3, 6:] = dP
+        dM[:, 6:, :3] = dP.transpose(0, 2, 1)
+        dM[:, 6:, 6:] = dMdd
     return Mb, dM
 
 
@@ -145,7 +186,14 @@ def mass_matrix_and_rhs(d, z, zd, tau, want_mass=True):
             rhs -= Fj
         # elastic tip of link j in the link frame: position rho, small rotation angles th (Rz Ry Rx)
         phi_tip, theta_tip = d.phi_tip[j, :, :m], d.theta_tip[j, :, :m]
-        rho = phi_tip @ delta + np.array([d.length[j], 0.0, 0.0])
+        bias = np.zeros(3)                                   # relative acceleration of the tip at z'' = 0
+        if m and d.fs_active[j]:                             # tip foreshortening -1/2 delta^T G_tip delta e_x
+            Gt = d.fs_G[j, 2, :m, :m]
+            phi_tip = phi_tip - np.outer([1.0, 0.0, 0.0], Gt @ delta)     # d rho / d delta
+            bias[0] = -deltad @ Gt @ deltad
+        rho = d.phi_tip[j, :, :m] @ delta + np.array([d.length[j], 0.0, 0.0])
+        if m and d.fs_active[j]:
+            rho[0] -= 0.5 * delta @ Gt @ delta
         rhod = phi_tip @ deltad
         th, thd = theta_tip @ delta, theta_tip @ deltad
         Rz, Ry, Rx = _rot_z(th[2]), _rot_y(th[1]), _rot_x(th[0])
@@ -157,7 +205,7 @@ def mass_matrix_and_rhs(d, z, zd, tau, want_mass=True):
         wr = RF @ (G @ thd)
         # tip kinematics (world)
         vt = v + _cross(om, rw) + rdw
-        at = a + _cross(al, rw) + _cross(om, _cross(om, rw)) + 2.0 * _cross(om, rdw)
+        at = a + _cross(al, rw) + _cross(om, _cross(om, rw)) + 2.0 * _cross(om, rdw) + RF @ bias
         omt = om + wr
         alt = al + _cross(om, wr) + RF @ Gd_thd
         Jvt = Jv + _cross(Jw, rw)
@@ -175,7 +223,14 @@ def mass_matrix_and_rhs(d, z, zd, tau, want_mass=True):
         # elastic and damping forces, joint torque, friction, rotor inertia
         if m:
             rhs[cols] -= d.stiffness[j, :m, :m] @ delta + d.damping[j, :m, :m] @ deltad
+            if d.fs_active[j]:                                   # quartic curvature energy 1/2 K4 . delta^4
+                rhs[cols] -= 2.0 * np.einsum('kbce,b,c,e->k', d.fs_K4[j, :m, :m, :m, :m], delta, delta, delta)
         rhs[qj] += tau[j] - d.viscous[j] * qd - d.coulomb[j] * np.tanh(qd / d.coulomb_velocity)
+        lo, hi, ks, cs = d.joint_stop[j]
+        if ks > 0 and z[qj] > hi:                                      # hard stops (kernels.stop_torque)
+            rhs[qj] -= max(0.0, ks * (z[qj] - hi) + cs * qd)
+        elif ks > 0 and z[qj] < lo:
+            rhs[qj] += max(0.0, ks * (lo - z[qj]) - cs * qd)
         J[qj, qj] += d.rotor_inertia[j]
     return (0.5 * (J + J.T) if want_mass else None), rhs
 

@@ -16,6 +16,30 @@ so it needs only the integrals below (Book's C_i, C_ik, C_ikj of eqs 25-30 in ve
     Phibar_k = int mu phi_k,  H0_k = int mu eta e_x x phi_k,  I1_k = -int mu eta (e_x phi_k^T + phi_k e_x^T)
     Q_kl = int mu phi_k phi_l^T  (gives H1_lk = int mu phi_l x phi_k, I2_kl and the modal mass)
 
+Geometric nonlinearity (axial foreshortening). The neutral axis is inextensible, so a transverse
+deflection pulls every point back along the link, to second order
+
+    u(eta) = -1/2 int_0^eta |w'(s)|^2 ds = -1/2 delta^T G(eta) delta,   G_kl(eta) = int_0^eta phi_k' . phi_l' ds
+
+(both bending planes; modes of different planes do not couple; torsion does not foreshorten), and
+rho = (eta + u) e_x + Phi delta. The kinetic energy of these kinematics, taken exactly, needs the further
+integrals (fs_*)
+
+    Gbar = int mu G,  Geta = int mu eta G,  G_tip = G(l),
+    C_abk = int mu G_ab w_k  (along the plane axis of mode k),  D_abcd = int mu G_ab G_cd,
+
+from which kernels.py assembles S, I, H and the modal mass as polynomials in delta (degrees 2, 4, 3, 2).
+This is the classic geometric (centrifugal) stiffening of rotating beams (Kane, Ryan & Banerjee 1987).
+The same inextensible kinematics bend the centre line with the curvature of r = (eta + u, w_y, w_z):
+kappa^2 = |r' x r''|^2 / |r'|^6, to fourth order in the bending plane p (y: EI_z, z: EI_y)
+
+    kappa_p^2 = w_p''^2 (1 - |w'|^2) + 2 w_p'' w_p' (w' . w'')     (planar: w''^2 (1 + w'^2)),
+
+so the strain energy 1/2 int EI_p kappa_p^2 adds the quartic V4 = 1/2 sum K4_abcd delta_a delta_b delta_c delta_d
+(fs_K4, symmetrised): the geometric (curvature) stiffening of large bending, of the same order as the
+foreshortening's inertial terms (Crespo da Silva & Glynn 1978; the rest of the curvature, about the link
+axis, belongs to torsion and is not modelled). Both vanish in the linearization about rest.
+
 Modes come from the clamped-mass eigenproblem (De Luca & Siciliano) with the tip mass and rotary
 inertia of everything outboard at the nominal configuration, or clamped-free. They are scaled so that
 the modal mass including the tip body equals the link mass (torsion: the link's polar inertia rho*Ip*l),
@@ -101,6 +125,17 @@ class LinkModes:
                 th[k, 0] = w[k]
         return th
 
+    def slope(self, eta) -> np.ndarray:
+        """d phi_k / d eta in the link frame: shape (m, 3, len(eta)); zero for torsion modes."""
+        dw = self._eval(eta, 1)
+        out = np.zeros((self.n_modes, 3, dw.shape[1]))
+        for k, plane in enumerate(self.planes):
+            if plane == IN_PLANE:
+                out[k, 1] = dw[k]
+            elif plane == OUT_OF_PLANE:
+                out[k, 2] = dw[k]
+        return out
+
     def strain_derivative(self, eta) -> np.ndarray:
         """Per mode the derivative that carries strain energy: w'' (bending) or w' (torsion); (m, len)."""
         d2 = self._eval(eta, 2)
@@ -160,6 +195,12 @@ class ModalIntegrals:
     stiffness: np.ndarray   # (m,m) int EI w_k'' w_l'' (bending), int GJ w_k' w_l' (torsion)
     phi_tip: np.ndarray     # (3,m) tip displacement per unit delta
     theta_tip: np.ndarray   # (3,m) tip rotation per unit delta
+    fs_Gbar: np.ndarray = None   # (m,m) int mu G            (foreshortening, see the module docstring)
+    fs_Geta: np.ndarray = None   # (m,m) int mu eta G
+    fs_Gtip: np.ndarray = None   # (m,m) G(l)
+    fs_C: np.ndarray = None      # (m,m,m) int mu G_ab w_k (w_k: the mode's transverse shape)
+    fs_D: np.ndarray = None      # (m,m,m,m) int mu G_ab G_cd
+    fs_K4: np.ndarray = None     # (m,m,m,m) symmetrised quartic strain energy of the curvature, see above
 
 
 def link_integrals(link, modes: LinkModes) -> ModalIntegrals:
@@ -210,4 +251,71 @@ def link_integrals(link, modes: LinkModes) -> ModalIntegrals:
         stiffness = np.zeros((0, 0))
         phi_tip = np.zeros((3, 0))
         theta_tip = np.zeros((3, 0))
-    return ModalIntegrals(mass, S0, I0, Phibar, H0, I1, I2, H1, Mdd, stiffness, phi_tip, theta_tip)
+    fs = foreshortening_integrals(modes, mu, eta, wq)
+    K4 = curvature_quartic(modes, link, eta, wq)
+    return ModalIntegrals(mass, S0, I0, Phibar, H0, I1, I2, H1, Mdd, stiffness, phi_tip, theta_tip, *fs, K4)
+
+
+def curvature_quartic(modes: LinkModes, link, eta, wq):
+    """K4 (m,m,m,m), fully symmetric: V4 = 1/2 K4 . delta^4 is the fourth-order strain energy of the bending
+    curvature, sum over the bending planes p of 1/2 int EI_p (kappa_p^2 - w_p''^2) (module docstring)."""
+    from itertools import permutations
+    m = modes.n_modes
+    if m == 0 or modes.length <= 0:
+        return np.zeros((m, m, m, m))
+    d1 = modes.slope(eta)                            # (m, 3, q) phi'
+    d2 = np.zeros_like(d1)                           # phi''
+    w2 = modes._eval(eta, 2)
+    for k, plane in enumerate(modes.planes):
+        if plane == IN_PLANE:
+            d2[k, 1] = w2[k]
+        elif plane == OUT_OF_PLANE:
+            d2[k, 2] = w2[k]
+    EI = np.array([0.0, link.EI_z, link.EI_y])       # per displacement component y, z
+    dot11 = np.einsum('aiq,biq->abq', d1, d1)        # phi_a' . phi_b'
+    dot12 = np.einsum('aiq,biq->abq', d1, d2)        # phi_a' . phi_b''
+    # 1/2 sum_p EI_p [2 w_p'' w_p' (w'.w'') - w_p''^2 |w'|^2] = 1/2 sum_abcd delta^4 K_abcd
+    K = (2.0 * np.einsum('q,i,aiq,biq,cdq->abcd', wq, EI, d2, d1, dot12)
+         - np.einsum('q,i,aiq,biq,cdq->abcd', wq, EI, d2, d2, dot11))
+    return sum(K.transpose(p) for p in permutations(range(4))) / 24.0
+
+
+def cumulative_slope_products(modes: LinkModes, nodes, n_segments: int = N_SEGMENTS, n_points: int = N_POINTS):
+    """G(eta) = int_0^eta phi_k' . phi_l' ds at the given nodes (within [0, l]): shape (m, m, len(nodes)).
+
+    Whole segments of the composite Gauss-Legendre rule up to the node's segment, plus a Gauss-Legendre rule
+    on the part of that segment below the node."""
+    m = modes.n_modes
+    nodes = np.atleast_1d(np.asarray(nodes, dtype=float))
+    if m == 0:
+        return np.zeros((0, 0, nodes.size))
+    L = modes.length
+    h = L / n_segments
+    x, w = np.polynomial.legendre.leggauss(n_points)
+    seg_nodes = (np.arange(n_segments)[:, None] * h + (x[None, :] + 1.0) * 0.5 * h).ravel()
+    sl = modes.slope(seg_nodes).reshape(m, 3, n_segments, n_points)
+    seg_int = np.einsum('p,kisp,lisp->skl', w * 0.5 * h, sl, sl)                  # (S, m, m)
+    before = np.concatenate([np.zeros((1, m, m)), np.cumsum(seg_int, axis=0)])    # G at segment starts
+    s = np.clip(np.floor(nodes / h).astype(int), 0, n_segments - 1)
+    a = s * h
+    part = (nodes - a)                                                             # length below the node
+    sub = (a[:, None] + (x[None, :] + 1.0) * 0.5 * part[:, None])                  # (q, P)
+    slq = modes.slope(sub.ravel()).reshape(m, 3, nodes.size, n_points)
+    G = before[s].transpose(1, 2, 0) + np.einsum('qp,kiqp,liqp->klq', (w[None, :] * 0.5 * part[:, None]), slq, slq)
+    return G
+
+
+def foreshortening_integrals(modes: LinkModes, mu: float, eta, wq):
+    """(Gbar, Geta, Gtip, C, D) of the module docstring for a uniform link (mu), quadrature (eta, wq)."""
+    m = modes.n_modes
+    if m == 0 or modes.length <= 0:
+        return (np.zeros((m, m)), np.zeros((m, m)), np.zeros((m, m)), np.zeros((m, m, m)), np.zeros((m, m, m, m)))
+    G = cumulative_slope_products(modes, eta)                                      # (m, m, q)
+    Gtip = cumulative_slope_products(modes, [modes.length])[:, :, 0]
+    mw = mu * wq
+    w = modes.displacement(eta).sum(axis=1)          # the one transverse component of each mode (0: torsion)
+    Gbar = np.einsum('q,klq->kl', mw, G)
+    Geta = np.einsum('q,klq->kl', mw * eta, G)
+    C = np.einsum('q,abq,kq->abk', mw, G, w)
+    D = np.einsum('q,abq,cdq->abcd', mw, G, G)
+    return Gbar, Geta, Gtip, C, D

@@ -3,31 +3,60 @@
     from flexarm_sim.model import load_model, simulate
     model = load_model('deluca_two_link.yaml')
     res = simulate(model, T=5.0, dt=1e-3, torque=lambda t, z, zd: [0.2, 0.2] if t < 1 else [0, 0])
-    res.t, res.q, res.delta, res.tau, res.tip, res.energy
+    res.t, res.q, res.tip_deflection, res.tip, res.energy, res.modal, res.valid
 
-`torque` is a function (t, z, zd) -> tau or any object with a `__call__` of that signature (a control
-law); it is sampled once per control period dt (zero-order hold), the dynamics are integrated with
-`substeps` sub-steps per period.
+`torque` is sampled once per control period dt (zero-order hold) and may be
+  * None (zero torque), or an array of samples: shape (n_joints,) (constant) or (K, n_joints) with one row per
+    period (K >= T/dt; the last row is held) — the whole run is one numba call;
+  * a compiled law, an @njit function law(t, z, zd) -> array (n_joints,) that does not modify z, zd — the whole
+    loop, law included, runs inside numba;
+  * any Python callable (t, z, zd) -> tau, e.g. a control law object — a Python loop around numba steps.
+The dynamics are integrated with `substeps` sub-steps per period; by default (None) the plant's rule
+(integrators.auto_substeps: RK4 resolves the fastest linearized mode, and the hard stops' contact while a joint
+can reach its stop).
+
+Validity: the assumed-modes kinematics hold for moderate deflections. `res.relative_deflection` is each link's
+tip deflection over its length; a run whose largest value exceeds `validity_limit(model)` (VALIDITY_LIMIT with
+the geometric nonlinearity, VALIDITY_LIMIT_LINEAR without) has `res.valid` False and says why in
+`res.validity_message`. The limits come from the comparison with a geometrically exact model
+(test_large_deflection.py): on the De Luca arm, link 1 deflecting 20 % of its length (+-0.2 N m bang-bang) leaves
+the nonlinear model's tip within 0.8 mm of the exact one and the linear model's 25 mm off; at 5 % (+-0.05 N m)
+the linear model is 1.1 mm off (0.1 % of the reach), the nonlinear one 0.04 mm.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from numba.core.dispatcher import Dispatcher
 
-from .integrators import ArmState, step
+from . import kernels
+from .integrators import MIDPOINT_MAX_ITER, MIDPOINT_TOL, IntegrationError, auto_substeps, has_stops
+
+# Largest tip deflection / link length within the model's stated validity (see the module docstring).
+VALIDITY_LIMIT = 0.15
+VALIDITY_LIMIT_LINEAR = 0.05
+
+
+def validity_limit(model) -> float:
+    """The fraction of the link length up to which the model's deflections are within its validity."""
+    return VALIDITY_LIMIT if model.spec.geometric_nonlinearity else VALIDITY_LIMIT_LINEAR
 
 
 @dataclass
 class SimulationResult:
     t: np.ndarray          # (K,)
-    z: np.ndarray          # (K, N)
+    z: np.ndarray          # (K, N) generalized coordinates [q_1, delta_1.., q_2, ...]
     zd: np.ndarray         # (K, N)
     tau: np.ndarray        # (K, n) torque applied from t[k] to t[k+1] (last row repeats)
-    tip: np.ndarray        # (K, 3) deformed tip position of the last link
-    energy: np.ndarray     # (K,) total mechanical energy (kinetic + elastic + gravity)
+    tip: np.ndarray        # (K, 3) deformed tip position of the last link, base frame, m
+    energy: np.ndarray     # (K,) total mechanical energy (kinetic + elastic + gravity), NaN if not recorded
     q_index: np.ndarray
     mode_index: np.ndarray
+    tip_deflection: np.ndarray = None    # (K, n, 3) tip deflection of every link in its link frame, m
+    link_length: np.ndarray = None       # (n,)
+    validity_limit: float = VALIDITY_LIMIT
+    substeps: tuple = field(default=(1, 1))   # (sub-steps per period, while a joint can reach its stop)
 
     @property
     def q(self):
@@ -38,32 +67,198 @@ class SimulationResult:
         return self.zd[:, self.q_index]
 
     @property
-    def delta(self):
+    def modal(self):
+        """Modal coordinates delta (K, n_modes): amplitudes of the scaled mode shapes, NOT deflections in metres
+        (tip_deflection has those)."""
         return self.z[:, self.mode_index]
 
+    @property
+    def delta(self):
+        """Alias of `modal` (modal coordinates, not metres)."""
+        return self.modal
 
-def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substeps: int = 1,
+    @property
+    def relative_deflection(self):
+        """(K, n) |tip deflection| / link length (0 for rigid links)."""
+        L = np.where(self.link_length > 0, self.link_length, np.inf)
+        return np.linalg.norm(self.tip_deflection, axis=2) / L
+
+    @property
+    def max_relative_deflection(self):
+        """(n,) largest |tip deflection| / link length of each link over the run."""
+        return self.relative_deflection.max(axis=0)
+
+    @property
+    def valid(self) -> bool:
+        """True if every link's deflection stayed within the model's validity (validity_limit)."""
+        return bool(np.all(self.max_relative_deflection <= self.validity_limit))
+
+    @property
+    def validity_message(self) -> str:
+        worst = self.max_relative_deflection
+        j = int(np.argmax(worst))
+        if self.valid:
+            return (f'within the model\'s validity: largest tip deflection {100 * worst[j]:.1f} % of the link length '
+                    f'(limit {100 * self.validity_limit:.0f} %)')
+        k = int(np.argmax(self.relative_deflection[:, j] > self.validity_limit))
+        return (f'OUTSIDE the model\'s validity: link {j} deflects {100 * worst[j]:.1f} % of its length '
+                f'(limit {100 * self.validity_limit:.0f} %), first at t = {self.t[k]:.3f} s')
+
+
+# ---------------------------------------------------------------------------------------------- numba loops
+
+
+@kernels.kernel(**kernels.INTERNAL)
+def _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE, pE):
+    """Sample k of the result: state, tip position, per-link tip deflections, energy."""
+    N = z.shape[0]
+    for i in range(N):
+        Z[k, i] = z[i]
+        ZD[k, i] = zd[i]
+    if want_energy:
+        el, gr = kernels.potential_energies(d, z, RF, pL, RE, pE)     # (fills the frames of z)
+        J = ws.NN[0]
+        kernels.call_dynamics_terms(d, ws, z, zd, tau0, J, ws.VN[0], True)
+        kin = 0.0
+        for i in range(N):
+            s = 0.0
+            for c in range(N):
+                s += J[i, c] * zd[c]
+            kin += zd[i] * s
+        E[k] = 0.5 * kin + el + gr
+    else:
+        kernels.link_frames(d, z, RF, pL, RE, pE)
+    n = pE.shape[0]
+    for i in range(3):
+        TIP[k, i] = pE[n - 1, i]
+    kernels.tip_deflections(d, z, DEFL[k])
+
+
+@kernels.kernel(**kernels.INTERNAL)
+def _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint):
+    """One period with the sub-step count of the plant's rule (more while a joint can reach its stop)."""
+    n_sub = n_free
+    if stops and kernels.stops_within_reach(d, z, zd, dt):
+        n_sub = n_contact
+    return kernels.call_step(d, ws, z, zd, tau, dt, n_sub, midpoint, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
+
+
+@kernels.kernel(**kernels.INTERNAL)
+def _finite(z, zd):
+    for i in range(z.shape[0]):
+        if not (np.isfinite(z[i]) and np.isfinite(zd[i])):
+            return False
+    return True
+
+
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
+def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
+                 Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
+    """The whole run under sampled torques (row k for period k, the last row held). Returns the index of the
+    period that failed, or -1."""
+    K = Z.shape[0] - 1
+    rows = taus.shape[0]
+    for k in range(K + 1):
+        _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE, pE)
+        tau = taus[min(k, rows - 1)]
+        for i in range(tau.shape[0]):
+            TAU[k, i] = tau[i]
+        if k < K:
+            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+                return k
+    return -1
+
+
+@kernels.kernel(**kernels.KERNEL)
+def _run_law(law, d, ws, z, zd, dt, n_free, n_contact, stops, midpoint, want_energy, tau0, tau,
+             Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
+    """The whole run under a compiled law tau = law(t, z, zd). Returns the failing period, or -1."""
+    K = Z.shape[0] - 1
+    for k in range(K + 1):
+        _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE, pE)
+        out = law(k * dt, z, zd)
+        for i in range(tau.shape[0]):
+            tau[i] = out[i]
+            TAU[k, i] = out[i]
+        if k < K:
+            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+                return k
+    return -1
+
+
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
+def _run_one(d, ws, k, z, zd, tau, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
+             Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
+    """Period k of a run driven from Python: record sample k (with the torque tau chosen for it), then advance
+    unless k is the last sample. False if the step failed."""
+    _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE, pE)
+    for i in range(tau.shape[0]):
+        TAU[k, i] = tau[i]
+    if k < Z.shape[0] - 1:
+        return _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- the API
+
+
+def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substeps=None,
              method: str = 'rk4', record_energy: bool = True) -> SimulationResult:
-    """Simulate for T seconds with control period dt; returns the sampled trajectory."""
+    """Simulate for T seconds with control period dt; returns the sampled trajectory (see the module docstring).
+    IntegrationError if a step fails (the message names the time)."""
+    if method not in ('rk4', 'midpoint'):
+        raise ValueError(f"method must be 'rk4' or 'midpoint', got {method!r}")
+    if not (np.isfinite(T) and np.isfinite(dt) and T >= 0 and dt > 0):
+        raise ValueError(f'T must be >= 0 and dt > 0 (finite), got T={T}, dt={dt}')
     n_steps = int(round(T / dt))
     N, n = model.n_coords, model.n_joints
-    state = ArmState.zeros(model)
+    d = model.data
+    ws = model.workspace()
+    kernels.step_addresses(d, ws, (method,))
+    z = np.zeros(N)
+    zd = np.zeros(N)
     if z0 is not None:
-        state.z[:] = z0
+        z[:] = z0
     if zd0 is not None:
-        state.zd[:] = zd0
+        zd[:] = zd0
+    if substeps:
+        n_free = n_contact = int(substeps)
+    else:
+        n_free = auto_substeps(model, dt, method)
+        n_contact = auto_substeps(model, dt, method, stops_engaged=True) if has_stops(model) else n_free
+    stops = has_stops(model)
+    midpoint = method == 'midpoint'
     t = np.arange(n_steps + 1) * dt
     Z, ZD = np.zeros((n_steps + 1, N)), np.zeros((n_steps + 1, N))
     TAU, TIP, E = np.zeros((n_steps + 1, n)), np.zeros((n_steps + 1, 3)), np.full(n_steps + 1, np.nan)
-    tau = np.zeros(n)
-    for k in range(n_steps + 1):
-        Z[k], ZD[k] = state.z, state.zd
-        TIP[k] = model.tip_pose(state.z)[1]
-        if record_energy:
-            E[k] = model.energies(state.z, state.zd)['total']
-        if torque is not None:
-            tau = np.asarray(torque(t[k], state.z.copy(), state.zd.copy()), dtype=float)
-        TAU[k] = tau
-        if k < n_steps:
-            step(model, state, tau, dt, substeps, method)
-    return SimulationResult(t, Z, ZD, TAU, TIP, E, model.q_index, model.mode_index)
+    DEFL = np.zeros((n_steps + 1, n, 3))
+    frames = (np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3)))
+    tau0 = np.zeros(n)
+    args = (dt, n_free, n_contact, stops, midpoint, bool(record_energy), tau0)
+    out = (Z, ZD, TAU, TIP, DEFL, E) + frames
+    if isinstance(torque, Dispatcher):
+        failed = _run_law(torque, d, ws, z, zd, *args, np.zeros(n), *out)
+    elif torque is None or not callable(torque):
+        taus = np.zeros((1, n)) if torque is None else np.asarray(torque, dtype=float)
+        if taus.ndim == 1:
+            taus = taus.reshape(1, -1)
+        if taus.ndim != 2 or taus.shape[1] != n or taus.shape[0] == 0:
+            raise ValueError(f'torque: expected a callable, None, or samples of shape ({n},) or (K, {n}); '
+                             f'got shape {np.shape(torque)}')
+        if not np.all(np.isfinite(taus)):
+            raise ValueError('torque: non-finite samples')
+        failed = _run_samples(d, ws, z, zd, np.ascontiguousarray(taus), *args, *out)
+    else:
+        failed = -1
+        tau = np.zeros(n)
+        for k in range(n_steps + 1):
+            tau[:] = np.asarray(torque(t[k], z.copy(), zd.copy()), dtype=float)
+            if not _run_one(d, ws, k, z, zd, tau, *args, *out):
+                failed = k
+                break
+    if failed >= 0:
+        raise IntegrationError(f'{method} step failed at t={t[failed]:.6f} s (from t={t[failed]:.6f} to '
+                               f'{t[failed] + dt:.6f}; mass matrix, convergence or non-finite state)')
+    return SimulationResult(t, Z, ZD, TAU, TIP, E, model.q_index, model.mode_index, DEFL,
+                            np.array([js.link.length for js in model.spec.joints]), validity_limit(model),
+                            (n_free, n_contact))

@@ -135,6 +135,10 @@ FIELD_RANGES = {r.field: r for r in (
     _R("joints[].limits.position[]", "rad", -100.0, 100.0, "multi-turn joints up to ±16 turns"),
     _R("joints[].limits.velocity", "rad/s", 1e-3, 1e3, "0.06 °/s to ~10⁴ rpm at the joint"),
     _R("joints[].limits.effort", "N m", 1e-4, 1e6, "micro servo to the largest industrial joints"),
+    _R("joints[].limits.stop_stiffness", "N m/rad", 1e-3, 1e9,
+       "hard stop: the smallest effort limit over 5° to the largest over 0.05°; default: from the limits"),
+    _R("joints[].limits.stop_damping", "N m s/rad", 0.0, 1e7,
+       "hard stop: up to half-critical damping of the stiffest stop on 10 t at 3 m; default: ratio 0.5"),
     _R("joints[].friction.viscous", "N m s/rad", 0.0, 1e6, "up to the largest efforts per rad/s"),
     _R("joints[].friction.coulomb", "N m", 0.0, 1e6, "up to the largest efforts"),
     _R("joints[].gear_ratio", "", 1e-2, 1e4, "1:100 step-up to 10⁴:1 reduction"),
@@ -321,6 +325,10 @@ class JointSpec(_ArrayEq):
     rotor_inertia: float
     hub: RigidBody
     link: LinkSpec
+    # hard stop at the position limits (N m/rad, N m s/rad); None: the model's physically based default
+    # (arm_model.joint_stops)
+    stop_stiffness: Any = None
+    stop_damping: Any = None
 
     def __post_init__(self):
         lo, hi = self.position_limits
@@ -328,6 +336,9 @@ class JointSpec(_ArrayEq):
         for name in ("angle_offset", "offset", "twist", "velocity_limit", "effort_limit", "viscous",
                      "coulomb", "gear_ratio", "rotor_inertia"):
             object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("stop_stiffness", "stop_damping"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
 
     @property
     def reflected_rotor_inertia(self) -> float:
@@ -348,6 +359,8 @@ class ArmSpec(_ArrayEq):
     joints: tuple
     payload: RigidBody
     source: str = "<dict>"
+    # second-order axial foreshortening of the flexible links (link_modes.py); False: transverse-only kinematics
+    geometric_nonlinearity: bool = True
 
     _NO_COMPARE = ("source",)
 
@@ -802,9 +815,11 @@ def _joint(c: _Checker, v, path) -> JointSpec:
     twist = g(c.number, v.get("twist", 0.0), P("twist"), rng="joints[].twist", default=0.0)
 
     lo, hi, vel, eff = -math.inf, math.inf, math.inf, math.inf
+    stop_k = stop_c = None
     if "limits" in v:
         try:
-            lim = c.mapping(v["limits"], P("limits"), ("position", "velocity", "effort"))
+            lim = c.mapping(v["limits"], P("limits"), ("position", "velocity", "effort", "stop_stiffness",
+                                                       "stop_damping"))
             if "position" in lim:
                 pl = g(c.vector, lim["position"], P("limits.position"), 2, rng="joints[].limits.position[]")
                 if pl is not None:
@@ -818,6 +833,12 @@ def _joint(c: _Checker, v, path) -> JointSpec:
             if "effort" in lim:
                 eff = g(c.number, lim["effort"], P("limits.effort"), gt=0.0, rng="joints[].limits.effort",
                         default=math.inf)
+            if "stop_stiffness" in lim:
+                stop_k = g(c.number, lim["stop_stiffness"], P("limits.stop_stiffness"), gt=0.0,
+                           rng="joints[].limits.stop_stiffness")
+            if "stop_damping" in lim:
+                stop_c = g(c.number, lim["stop_damping"], P("limits.stop_damping"), ge=0.0,
+                           rng="joints[].limits.stop_damping")
         except _Invalid:
             pass
 
@@ -838,7 +859,8 @@ def _joint(c: _Checker, v, path) -> JointSpec:
     link = _link(c, v.get("link", {"length": 0.0}), P("link"))
     return JointSpec(name=name, angle_offset=angle_offset, offset=offset, twist=twist,
                      position_limits=(lo, hi), velocity_limit=vel, effort_limit=eff, viscous=viscous,
-                     coulomb=coulomb, gear_ratio=gear, rotor_inertia=rotor, hub=hub, link=link)
+                     coulomb=coulomb, gear_ratio=gear, rotor_inertia=rotor, hub=hub, link=link,
+                     stop_stiffness=stop_k, stop_damping=stop_c)
 
 
 def arm_from_dict(d: Any, source: str = "<dict>") -> ArmSpec:
@@ -856,12 +878,13 @@ def arm_from_dict(d: Any, source: str = "<dict>") -> ArmSpec:
 
 def _arm(c: _Checker, d) -> ArmSpec:
     allowed = ("name", "description", "planar", "gravity", "base", "nominal_configuration", "joints",
-               "payload")
+               "payload", "geometric_nonlinearity")
     c.mapping(d, "", allowed, required=("name", "joints"))
     g = c.guard
     name = g(c.string, d.get("name", "arm"), "name", pattern=_NAME_RE, default="arm")
     description = g(c.string, d.get("description", ""), "description", default="")
     planar = g(c.boolean, d.get("planar", False), "planar", default=False)
+    nonlinear = g(c.boolean, d.get("geometric_nonlinearity", True), "geometric_nonlinearity", default=True)
     gravity = g(c.vector, d.get("gravity", list(DEFAULT_GRAVITY)), "gravity", 3, rng="gravity[]",
                 default=np.array(DEFAULT_GRAVITY))
 
@@ -919,7 +942,7 @@ def _arm(c: _Checker, d) -> ArmSpec:
 
     spec = ArmSpec(name=name, description=description, planar=planar, gravity=gravity,
                    base_transform=_pose_matrix(xyz, rpy), nominal_configuration=q0, joints=tuple(joints),
-                   payload=payload, source=c.source)
+                   payload=payload, source=c.source, geometric_nonlinearity=nonlinear)
     object.__setattr__(spec, "_base_pose", (tuple(map(float, xyz)), tuple(map(float, rpy))))
     return spec
 
@@ -993,6 +1016,10 @@ def arm_to_dict(spec: ArmSpec) -> dict:
             limits["velocity"] = j.velocity_limit
         if math.isfinite(j.effort_limit):
             limits["effort"] = j.effort_limit
+        if j.stop_stiffness is not None:
+            limits["stop_stiffness"] = j.stop_stiffness
+        if j.stop_damping is not None:
+            limits["stop_damping"] = j.stop_damping
         link = {
             "length": L.length, "linear_density": L.linear_density, "EI_z": L.EI_z, "EI_y": L.EI_y,
             "GJ": L.GJ, "polar_density": L.polar_density,
@@ -1012,6 +1039,7 @@ def arm_to_dict(spec: ArmSpec) -> dict:
         "base": {"xyz": [float(x) for x in pose[0]], "rpy": [float(x) for x in pose[1]]},
         "nominal_configuration": spec.nominal_configuration.tolist(),
         "joints": joints, "payload": _rb_to_dict(spec.payload),
+        "geometric_nonlinearity": spec.geometric_nonlinearity,
     }
 
 

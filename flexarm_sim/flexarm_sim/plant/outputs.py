@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from ..model import kernels
 
@@ -64,6 +63,10 @@ class LinkInfo:
         self.phi_tip = np.ascontiguousarray(d.phi_tip[j][:, :m])
         self.theta_tip = np.ascontiguousarray(d.theta_tip[j][:, :m])
         self.stiffness = np.ascontiguousarray(d.stiffness[j][:m, :m])
+        # the curvature's quartic strain energy 1/2 K4 . delta^4 (geometric nonlinearity; link_modes), as an
+        # (m^2, m^2) matrix on delta (x) delta
+        self.quartic = (np.ascontiguousarray(d.fs_K4[j][:m, :m, :m, :m].reshape(m * m, m * m))
+                        if d.fs_active[j] else None)
         per_mode = []
         for k, p in enumerate(self.planes):
             if p == IN_PLANE:
@@ -73,6 +76,15 @@ class LinkInfo:
             else:
                 per_mode.append(self.theta_tip[0, k])
         self.mode_tip_displacement = [float(x) for x in per_mode]
+
+    def elastic_energy(self, dl) -> float:
+        """Strain energy of the link at modal coordinates dl: 1/2 dl K dl (+ 1/2 K4 . dl^4 with the geometric
+        nonlinearity)."""
+        e = 0.5 * float(dl @ self.stiffness @ dl)
+        if self.quartic is not None:
+            dd = np.outer(dl, dl).ravel()
+            e += 0.5 * float(dd @ self.quartic @ dd)
+        return e
 
 
 class ArmOutputs:
@@ -100,7 +112,7 @@ class ArmOutputs:
     def link_values(self, info: LinkInfo, z, zd):
         """(delta, delta_dot, tip_deflection(3), tip_rotation(3), elastic_energy)."""
         dl = z[info.slice]
-        return (dl, zd[info.slice], info.phi_tip @ dl, info.theta_tip @ dl, 0.5 * float(dl @ info.stiffness @ dl))
+        return (dl, zd[info.slice], info.phi_tip @ dl, info.theta_tip @ dl, info.elastic_energy(dl))
 
     # ------------------------------------------------------------------ kinematics
     def frames(self, z):
@@ -154,7 +166,7 @@ class ArmOutputs:
 EE_P, EE_Q, EE_V, EE_W, EE_RIGID, EN_KIN, EN_EL, EN_GR, N_STATE_OUT = 0, 3, 7, 10, 13, 16, 17, 18, 19
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.INTERNAL)
 def _quat_xyzw(R, out, o):
     """Unit quaternion (x, y, z, w), w >= 0, of R into out[o:o+4] (Shepperd; as quaternion_xyzw)."""
     tr = R[0, 0] + R[1, 1] + R[2, 2]
@@ -176,47 +188,44 @@ def _quat_xyzw(R, out, o):
     out[o], out[o + 1], out[o + 2], out[o + 3] = x / nrm, y / nrm, z / nrm, w / nrm
 
 
-@njit(cache=True)
+@kernels.kernel(**kernels.KERNEL_NO_NRT)
 def state_outputs(d, ws, z, zd, h, mode_index, zt, RF, pL, RE, pE, J, rhs, tau0, Rp, Rm, out):
     """All end-effector and energy outputs of /flexarm/state in one call, into out (layout EE_*, EN_*): deformed tip
     position and quaternion, its linear and angular velocity (central difference along zd with step h, as
     ArmOutputs.end_effector), the rigid tip position, kinetic / elastic / gravity energy. No allocation."""
     N = z.shape[0]
     nl = RE.shape[0] - 1
-    for i in range(N):
-        zt[i] = z[i] + h * zd[i]
-    kernels.link_frames(d, zt, RF, pL, RE, pE)
-    for i in range(3):
-        out[EE_V + i] = pE[nl, i]
-        for k in range(3):
-            Rp[i, k] = RE[nl, i, k]
-    for i in range(N):
-        zt[i] = z[i] - h * zd[i]
-    kernels.link_frames(d, zt, RF, pL, RE, pE)
-    for i in range(3):
-        out[EE_V + i] = (out[EE_V + i] - pE[nl, i]) / (2 * h)
-        for k in range(3):
-            Rm[i, k] = RE[nl, i, k]
+    # frames at z + h zd, z - h zd (velocity by central difference) and z with the modes zeroed (rigid tip)
+    for variant in range(3):
+        for i in range(N):
+            zt[i] = z[i] + h * zd[i] if variant == 0 else (z[i] - h * zd[i] if variant == 1 else z[i])
+        if variant == 2:
+            for i in range(mode_index.shape[0]):
+                zt[mode_index[i]] = 0.0
+        kernels.link_frames(d, zt, RF, pL, RE, pE)
+        for i in range(3):
+            if variant == 0:
+                out[EE_V + i] = pE[nl, i]
+                for k in range(3):
+                    Rp[i, k] = RE[nl, i, k]
+            elif variant == 1:
+                out[EE_V + i] = (out[EE_V + i] - pE[nl, i]) / (2 * h)
+                for k in range(3):
+                    Rm[i, k] = RE[nl, i, k]
+            else:
+                out[EE_RIGID + i] = pE[nl, i]
     # w = vee(log(Rp Rm^T)) / 2h
-    D = np.empty((3, 3))
+    tr = 0.0
     for i in range(3):
-        for k in range(3):
-            D[i, k] = Rp[i, 0] * Rm[k, 0] + Rp[i, 1] * Rm[k, 1] + Rp[i, 2] * Rm[k, 2]
-    c = 0.5 * (D[0, 0] + D[1, 1] + D[2, 2] - 1.0)
-    c = min(1.0, max(-1.0, c))
+        tr += Rp[i, 0] * Rm[i, 0] + Rp[i, 1] * Rm[i, 1] + Rp[i, 2] * Rm[i, 2]
+    c = min(1.0, max(-1.0, 0.5 * (tr - 1.0)))
     ang = np.arccos(c)
     f = 0.5 if ang < 1e-8 else ang / (2.0 * np.sin(ang))
-    out[EE_W] = f * (D[2, 1] - D[1, 2]) / (2 * h)
-    out[EE_W + 1] = f * (D[0, 2] - D[2, 0]) / (2 * h)
-    out[EE_W + 2] = f * (D[1, 0] - D[0, 1]) / (2 * h)
-    # rigid tip: modal coordinates zeroed
-    for i in range(N):
-        zt[i] = z[i]
-    for i in range(mode_index.shape[0]):
-        zt[mode_index[i]] = 0.0
-    kernels.link_frames(d, zt, RF, pL, RE, pE)
     for i in range(3):
-        out[EE_RIGID + i] = pE[nl, i]
+        a_, b_ = (i + 1) % 3, (i + 2) % 3      # (D[b, a] - D[a, b]) with D = Rp Rm^T
+        dba = Rp[b_, 0] * Rm[a_, 0] + Rp[b_, 1] * Rm[a_, 1] + Rp[b_, 2] * Rm[a_, 2]
+        dab = Rp[a_, 0] * Rm[b_, 0] + Rp[a_, 1] * Rm[b_, 1] + Rp[a_, 2] * Rm[b_, 2]
+        out[EE_W + i] = f * (dba - dab) / (2 * h)
     # energies (potential_energies leaves the frames of z in RF..pE: the deformed tip pose)
     el, gr = kernels.potential_energies(d, z, RF, pL, RE, pE)
     for i in range(3):
@@ -224,7 +233,7 @@ def state_outputs(d, ws, z, zd, h, mode_index, zt, RF, pL, RE, pE, J, rhs, tau0,
         for k in range(3):
             Rp[i, k] = RE[nl, i, k]
     _quat_xyzw(Rp, out, EE_Q)
-    kernels.dynamics_terms(d, ws, z, zd, tau0, J, rhs, True)
+    kernels.call_dynamics_terms(d, ws, z, zd, tau0, J, rhs, True)
     kin = 0.0
     for i in range(N):
         s = 0.0

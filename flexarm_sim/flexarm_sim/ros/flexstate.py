@@ -67,7 +67,7 @@ class FlexStateEncoder:
             mv[:] = zd[info.slice]
             td[:] = info.phi_tip @ dl
             tr[:] = info.theta_tip @ dl
-            e[0] = 0.5 * float(dl @ info.stiffness @ dl)
+            e[0] = info.elastic_energy(dl)
         if self.calc is not None:
             o = self.calc.compute(z, zd)
             self._pose[:3] = o[EE_P:EE_P + 3]
