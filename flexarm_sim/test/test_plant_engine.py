@@ -145,3 +145,31 @@ def test_validity_report(deluca):
     within, msg = core.validity()
     assert not within and core.relative_deflection > core.validity_limit and 'OUTSIDE' in msg
     assert core.validity_exceeded_steps == 1 and '1 steps beyond' in msg
+
+
+def test_plant_diagnostics_report_validity_and_the_envelope(deluca):
+    """The plant's /diagnostics values (PlantRuntime.diagnostics, no DDS): the model's validity turns an 'ok' into a
+    WARN naming it; the joint-stop and velocity counters are listed per joint; a reset zeroes them."""
+    from flexarm_sim.plant import config
+    from flexarm_sim.plant.runtime import PlantRuntime
+    rt = PlantRuntime(deluca, config.resolved(dict(config.TABLE.defaults(), time_mode='lockstep'), deluca))
+    level, msg, v = rt.diagnostics()
+    assert level == 'ok' and v['steps_beyond_model_validity'] == 0
+    assert v['joint_stop_contact_steps'] == [0, 0] and v['velocity_limit_exceeded_steps'] == [0, 0]
+    c = rt.core
+    z0, zd0 = initial_state(deluca, [], [], [0.5, 0.0, 0.0, 0.0])      # link 1 bent far beyond the validity
+    c.set_initial(z0, zd0)
+    c.reset()
+    c.advance(np.zeros(2))
+    level, msg, v = rt.diagnostics()
+    assert level == 'warn' and 'OUTSIDE' in msg and v['steps_beyond_model_validity'] == 1
+    assert v['max_tip_deflection_over_length'] > v['model_validity_limit']
+    z0, zd0 = initial_state(deluca, [np.pi + 0.05, 0.0], [0.0, 0.0], [])   # the shoulder in its hard stop
+    c.set_initial(z0, zd0)
+    c.reset()
+    c.advance(np.zeros(2))
+    v = rt.diagnostics()[2]
+    assert v['joint_stop_contact_steps'] == [1, 0] and v['joint_stop_penetration_rad'][0] > 0.04
+    rt.reset(True)
+    v = rt.diagnostics()[2]
+    assert v['steps_beyond_model_validity'] == 0 and v['joint_stop_contact_steps'] == [0, 0]

@@ -39,6 +39,8 @@ import math
 
 import numpy as np
 
+from flexarm_sim.model.linearize import largest_servo_step
+
 from .base import ControlLaw, as_vector, rigid_model_of, velocity_gain_cap
 
 
@@ -162,7 +164,6 @@ class ServoCompliantActuator(PDServo):
     @staticmethod
     def largest_step(model, kv):
         """Largest integration step (s) that resolves the velocity loop (the plant servo's rule)."""
-        from flexarm_sim.plant.servo import largest_servo_step
         return largest_servo_step(model, kv)
 
     def command(self, q_d, qd_d=None, tau_ff=None):

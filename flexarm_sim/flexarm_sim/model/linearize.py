@@ -249,3 +249,11 @@ def joint_hf_inertia(model, q=None):
     z = np.zeros(model.n_coords)
     z[model.q_index] = model.spec.nominal_configuration if q is None else q
     return 1.0 / np.diag(np.linalg.inv(model.mass_matrix(z)))[np.asarray(model.q_index)]
+
+
+def largest_servo_step(model, kv) -> float:
+    """Largest integration step (s) that resolves a joint servo's velocity loop: min_j J_hf,j / k_v,j (the held
+    loop is then critically damped at worst); inf without rate feedback."""
+    kv = np.asarray(kv, dtype=float)
+    with np.errstate(divide='ignore'):
+        return float(np.min(np.where(kv > 0, joint_hf_inertia(model) / kv, np.inf)))

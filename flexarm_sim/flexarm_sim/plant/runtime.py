@@ -211,6 +211,7 @@ class PlantRuntime:
         with self._lock:
             was = self.core.diverged
             self.core.reset(z, zd)
+            self.core.reset_counters()             # the envelope counters count this run
             if self.core.servo is not None:         # the servo holds where the arm was put
                 self.core.servo.q_c[:] = self.core.z[self.model.q_index]
                 self.core.servo.qd_c[:] = 0.0
@@ -288,6 +289,13 @@ class PlantRuntime:
                       f'{np.array2string(c.servo.q_c, precision=4)}, '
                       f'{self.n_position_rejected} rejected') if c.servo is not None else 'off',
             'diverged': c.diverged or 'no', 'divergences': c.divergences,
+            # the arm's physical envelope (engine.py counters since the last reset)
+            'joint_stop_contact_steps': c.stop_contact_steps.tolist(),
+            'joint_stop_penetration_rad': np.round(c.stop_penetration, 6).tolist(),
+            'velocity_limit_exceeded_steps': c.velocity_limit_violations.tolist(),
+            'max_tip_deflection_over_length': c.relative_deflection,
+            'model_validity_limit': c.validity_limit,
+            'steps_beyond_model_validity': c.validity_exceeded_steps,
         }
         if self.sensors is not None:
             v.update(self.sensors.diagnostics())
@@ -306,6 +314,11 @@ class PlantRuntime:
             level, msg = 'warn', 'command watchdog timeout: zero torque'
         else:
             level, msg = 'ok', 'running'
+        within, validity = c.validity()
+        if not within and level == 'ok':
+            level, msg = 'warn', validity             # deflections beyond what the model represents faithfully
+        elif not within:
+            msg += '; ' + validity
         return level, msg, v
 
     def marker_layout(self):

@@ -18,15 +18,7 @@ import math
 
 import numpy as np
 
-from ..model import joint_hf_inertia
-
-
-def largest_servo_step(model, kv) -> float:
-    """Largest integration step (s) that resolves a joint servo's velocity loop: min_j J_hf,j / k_v,j (the held
-    loop is then critically damped at worst); inf without rate feedback."""
-    kv = np.asarray(kv, dtype=float)
-    with np.errstate(divide='ignore'):
-        return float(np.min(np.where(kv > 0, joint_hf_inertia(model) / kv, np.inf)))
+from ..model.linearize import largest_servo_step
 
 
 def servo_substeps(model, kv, dt) -> int:
