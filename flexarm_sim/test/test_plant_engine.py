@@ -173,3 +173,36 @@ def test_plant_diagnostics_report_validity_and_the_envelope(deluca):
     rt.reset(True)
     v = rt.diagnostics()[2]
     assert v['steps_beyond_model_validity'] == 0 and v['joint_stop_contact_steps'] == [0, 0]
+
+
+def test_an_arm_driven_into_its_hard_stop_stays_within_the_stated_penetration(deluca):
+    """Issue 18 item 2: the De Luca shoulder driven at its effort limit (2 N m) from 2.5 rad into its stop at pi.
+    The default stop (arm_model.joint_stops) is stiff enough that the effort limit alone holds it within 1 deg and
+    an impact at the velocity limit within 5 deg (k >= J_out (v_lim / 5 deg)^2), so a spring pushed by F = effort
+    and hit at speed v bounds the penetration by F/k + sqrt((F/k)^2 + J_out v^2 / k) (energy; the damping only
+    lowers it); after 3 s the arm rests within 1 deg of the stop. Contact and any velocity-limit excess are counted."""
+    from flexarm_sim.model.arm_model import STOP_PENETRATION_AT_EFFORT as X_F, STOP_PENETRATION_AT_SPEED as X_V
+    js = deluca.spec.joints[0]
+    lo, hi = js.position_limits
+    F, v_lim = js.effort_limit, js.velocity_limit
+    lo_, hi_, k, c = deluca.data.joint_stop[0]
+    assert hi_ == hi and k >= F / X_F * (1 - 1e-12)
+    core = PlantCore(deluca, 1e-3, 0)
+    z0, zd0 = initial_state(deluca, [2.5, 0.0])
+    core.set_initial(z0, zd0)
+    core.reset()
+    qi = deluca.q_index[0]
+    v_impact, pen = 0.0, []
+    for _ in range(3000):
+        assert core.advance(np.array([F, 0.0])), core.diverged
+        q, qd = core.z[qi], core.zd[qi]
+        if q < hi:
+            v_impact = max(v_impact, qd)
+        pen.append(q - hi)
+    J_out = np.diag(deluca.mass_matrix(core.z))[qi]
+    bound = F / k + np.sqrt((F / k) ** 2 + J_out * v_impact ** 2 / k)
+    assert v_impact > 1.0 and 0.0 < max(pen) <= bound                   # it did hit, and no deeper than energy allows
+    assert max(pen) <= X_F + X_V * v_impact / v_lim + 1e-9              # the stated figures
+    assert 0.0 < pen[-1] <= X_F * 1.05                                   # resting against the stop, held by 2 N m
+    assert core.stop_contact_steps[0] > 0 and core.stop_penetration[0] == pytest.approx(pen[-1])
+    assert core.velocity_limit_violations[0] == 0 or v_impact > v_lim
