@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 KT = 1.78                  # the emulator's XM430-W350 torque constant: bridge and plant agree
+BRIDGE_DIAG = 'flexarm hardware_bridge'   # the bridge's DiagnosticStatus name (bridge/ros_node.py)
 READ_TIMEOUT = 0.5
 LSB = ct.DEFAULT_MODEL.current_amp_per_lsb
 
@@ -87,7 +88,12 @@ class Client:
         self.on_js = None
         rel = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(JointState, '/joint_states', self._js, rel)
-        self.node.create_subscription(DiagnosticArray, '/diagnostics', self.diags.append, rel)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diag, rel)
+
+    def _diag(self, msg):
+        # the bridge's arrays only: a controller node in the same test publishes on /diagnostics too
+        if msg.status and msg.status[0].name == BRIDGE_DIAG:
+            self.diags.append(msg)
 
     def _js(self, msg):
         self.js.append(msg)
@@ -118,6 +124,7 @@ class Client:
         return fut.result()
 
     def diag(self, which=0):
+        """The newest bridge diagnostics: status `which` (0: the bridge, then one per joint) as a dict."""
         st = self.diags[-1].status[which]
         d = {kv.key: kv.value for kv in st.values}
         d['level'] = level(st)

@@ -111,6 +111,7 @@ class ControllerRuntime:
         self.states_skipped = 0
         self.states_rejected = 0
         self.references_rejected = 0
+        self.references_accepted = 0
         self.last_reject_reason = ''
         self.n_commands = 0
         self.max_age_seen = 0.0
@@ -244,6 +245,7 @@ class ControllerRuntime:
         refs.set(ref, t_now)
         self._apply_shaping(ref.sample(ref.end_time)[0])
         self._design_ahead(ref)
+        self.references_accepted += 1
         return True, ''
 
     def hold(self, z, t):
@@ -283,7 +285,7 @@ class ControllerRuntime:
         v = {'law': law.name, 'rate_hz': self.rate, 'measured_state_rate_hz': self.measured_rate,
              'loop_time_mean_us': float(lt.mean()), 'loop_time_max_us': float(lt.max()),
              'published': self.n_commands, 'states_rejected': self.states_rejected,
-             'references_rejected': self.references_rejected, 'last_reject_reason': self.last_reject_reason,
+             'references_accepted': self.references_accepted, 'references_rejected': self.references_rejected, 'last_reject_reason': self.last_reject_reason,
              'states_skipped': self.states_skipped, 'late_states': self.late_states,
              'max_state_age_ms': 1e3 * self.max_age_seen, 'state_age_limit_ms': 1e3 * self.max_state_age,
              'safe_mode': 'on' if self.safe_mode else 'off', 'safe_mode_entries': self.safe_mode_entries,
