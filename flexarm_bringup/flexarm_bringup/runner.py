@@ -41,6 +41,7 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.signals import SignalHandlerOptions
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from flexarm_control.laws.pd import naganathan_gains
@@ -76,6 +77,8 @@ STARTUP_LIMIT_S = 600.0
 RUN_STALL_S = 30.0            # wall seconds without plant time advancing: the run is stuck
 MAX_SAMPLES = 1 << 17         # samples kept (beyond: every other one dropped, the rate halved)
 PROGRESS_AFTER_S = 2.0
+PAUSED_STATE_PERIOD_S = 0.05  # a paused plant re-sends its state this often (plant/runtime.IDLE_PERIOD)
+REFERENCE_ACK_S = 10.0        # s for the plant's pause service and the controller to accept the reference
 
 
 def add_parser(sub):
@@ -228,6 +231,7 @@ class RunnerNode:
         self.hot_loop = HotLoop(self.hot, self._on_state, 'runner-states')
         self.hot_loop.start()
         self.estimator_diag = {}
+        self.pause_client = None
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
 
@@ -249,6 +253,25 @@ class RunnerNode:
                 self.step_gaps += 1
             self.samples.add(row[:-1])
             self.last_step = st.step
+
+    def references_accepted(self) -> int:
+        with self.lock:
+            return int(_num(self.controller_diag.get('references_accepted')) or 0)
+
+    def pause(self, on: bool) -> str:
+        """Pause / resume the plant (/flexarm/pause); '' or what went wrong."""
+        if self.pause_client is None:
+            self.pause_client = self.node.create_client(SetBool, '/flexarm/pause')
+        if not self.pause_client.wait_for_service(timeout_sec=REFERENCE_ACK_S):
+            return 'the plant offers no /flexarm/pause service'
+        fut = self.pause_client.call_async(SetBool.Request(data=bool(on)))
+        deadline = time.monotonic() + REFERENCE_ACK_S
+        while not fut.done():
+            if time.monotonic() > deadline:
+                return f'/flexarm/pause({on}) not answered'
+            time.sleep(0.005)
+        r = fut.result()
+        return '' if r.success else f'/flexarm/pause({on}): {r.message}'
 
     def _on_diag(self, msg):
         for st in msg.status:
@@ -567,13 +590,34 @@ def _drive(args, model, runner, procs, recorder, progress):
             if time.monotonic() > deadline:
                 return _fail(f'{args.controller} does not subscribe to /flexarm/reference')
             time.sleep(0.01)
+    # lock-step: the plant runs as fast as the controller answers, so it could pass the move's start before the
+    # reference reaches the controller (on a loaded machine: a late start, a jump in the reference). Pause it, send
+    # the reference, wait until the controller reports it accepted (it publishes its diagnostics at once then: the
+    # paused plant's /clock stands still, so its periodic ones do too), resume: the move starts where it says.
+    hold = args.time_mode == 'lockstep' and args.controller != 'none'
+    if hold:
+        err = runner.pause(True)
+        if err:
+            return _fail(err)
+        time.sleep(2 * PAUSED_STATE_PERIOD_S)         # the paused plant re-sends its state: the runner's is current
     row, _ = runner.latest()
     n = model.n_joints
     q0 = row[1:1 + n].copy()
     t_move = row[0] + args.lead
     times, q, qd, qdd = cycloid_trajectory(q0, angle, args.move_time)
     if args.controller != 'none':
+        accepted = runner.references_accepted()
         runner.publish_reference(t_move, times, q, qd, qdd)
+        if hold:
+            deadline = time.monotonic() + REFERENCE_ACK_S
+            while runner.references_accepted() <= accepted:
+                if time.monotonic() > deadline:
+                    return _fail(f'{args.controller} did not accept the reference within {REFERENCE_ACK_S:.0f} s '
+                                 f'(its diagnostics: {runner.controller_diag})')
+                time.sleep(0.005)
+            err = runner.pause(False)
+            if err:
+                return _fail(err)
     t_end = t_move + args.duration
     progress.line(f'running {args.duration:g} s of plant time ({args.time_mode})')
     last_t, last_change, last_print, w0 = row[0], time.monotonic(), 0.0, time.monotonic()

@@ -164,6 +164,7 @@ class ControllerNode(Node):
             ok, reason = self.rt.on_reference(msg, self._t_last_state)
         if not ok:
             self.get_logger().warning(f'rejected reference: {reason} (previous reference kept)')
+        self._publish_diagnostics()           # at once: who sent it learns the outcome (sim time may stand still)
 
     def _publish(self, tau):
         law = self.rt.law
