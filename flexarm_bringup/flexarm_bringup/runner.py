@@ -249,6 +249,8 @@ class RunnerNode:
         row = np.concatenate([[st.t], st.z[self.layout.q_index], st.tau, st.tip, st.rigid_tip,
                               st.z[self.layout.mode_index], [st.step]])
         with self.lock:
+            if st.step == self.last_step and self.samples.latest is not None:
+                return          # the same state re-sent (a paused or waiting plant): one sample per instant
             if self.stride and st.step - self.last_step > self.stride and self.last_step:
                 self.step_gaps += 1
             self.samples.add(row[:-1])
