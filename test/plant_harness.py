@@ -8,25 +8,16 @@ import rclpy
 import yaml
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
+from flexarm_sim.common.params import nest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 ARMS = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms')
-
-
-def _nest(flat):
-    out = {}
-    for k, v in flat.items():
-        d = out
-        parts = k.split('.')
-        for p in parts[:-1]:
-            d = d.setdefault(p, {})
-        d[parts[-1]] = v
-    return out
 
 
 def write_params(tmp_path, params, name='plant.yaml'):
     path = os.path.join(str(tmp_path), name)
     with open(path, 'w') as f:
-        yaml.safe_dump({'plant': {'ros__parameters': _nest(params)}}, f)
+        yaml.safe_dump({'plant': {'ros__parameters': nest(params)}}, f)
     return path
 
 

@@ -86,6 +86,12 @@ def _rate(value, what):
     return v
 
 
+def _one_of(name: str, value, allowed):
+    """ValueError naming the argument unless value is one of allowed."""
+    if value not in allowed:
+        raise ValueError(f'{name} must be one of {", ".join(a for a in allowed if a) or "(empty)"}, got {value!r}')
+
+
 def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime', rate='', control_rate='',
               shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none') -> list:
     """The plant, the state estimator (estimator != 'none') and one controller of sim.launch.py / `flexarm run`
@@ -96,14 +102,10 @@ def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime
     (a sensor set, flexarm_sim.sensors.preset_values): the plant models those sensors (/joint_states becomes the
     encoders' reading, at the control rate), the state_estimator fuses them (config/estimator.yaml) and the
     controller feeds back its estimate (state_topic)."""
-    if controller not in CONTROLLERS + ('none',):
-        raise ValueError(f'controller must be one of {", ".join(CONTROLLERS + ("none",))}, got {controller!r}')
-    if time_mode not in TIME_MODES:
-        raise ValueError(f'time_mode must be one of {", ".join(TIME_MODES)}, got {time_mode!r}')
-    if shaping not in ('',) + SHAPERS:
-        raise ValueError(f'shaping must be one of {", ".join(SHAPERS)}, got {shaping!r}')
-    if estimator not in ESTIMATORS:
-        raise ValueError(f'estimator must be one of {", ".join(ESTIMATORS)}, got {estimator!r}')
+    _one_of('controller', controller, CONTROLLERS + ('none',))
+    _one_of('time_mode', time_mode, TIME_MODES)
+    _one_of('shaping', shaping, ('',) + SHAPERS)
+    _one_of('estimator', estimator, ESTIMATORS)
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     path = arm_path(arm)
     plant = {'arm': path, 'time_mode': time_mode, 'wait_for_command': controller != 'none'}
@@ -200,12 +202,9 @@ def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_fi
     the bridge's loop_rate. The arm's joints must be the bridge's joint_names (refused otherwise, naming both)."""
     from flexarm_control.bridge.config import load_yaml
     from flexarm_sim.model import load_arm
-    if controller not in CONTROLLERS + ('none',):
-        raise ValueError(f'controller must be one of {", ".join(CONTROLLERS + ("none",))}, got {controller!r}')
-    if shaping not in ('',) + SHAPERS:
-        raise ValueError(f'shaping must be one of {", ".join(SHAPERS)}, got {shaping!r}')
-    if estimator not in HARDWARE_ESTIMATORS:
-        raise ValueError(f'estimator must be one of {", ".join(HARDWARE_ESTIMATORS)}, got {estimator!r}')
+    _one_of('controller', controller, CONTROLLERS + ('none',))
+    _one_of('shaping', shaping, ('',) + SHAPERS)
+    _one_of('estimator', estimator, HARDWARE_ESTIMATORS)
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     params_file = params_file or os.path.join(config, 'hardware_bridge.yaml')
     bridge = load_yaml(params_file)                      # validated: a bad file is refused before anything starts
