@@ -55,9 +55,22 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
         c = [c for c in stamped if c.step == 31][0]
         assert len(c.effort) == 2 and all(math.isfinite(x) for x in c.effort)
         assert c.effort[0] > 0.0          # the default move pushes the shoulder towards +60 deg
-        # states that do not fit are refused (counted in /diagnostics), never answered with a non-finite command
         diags = []
         node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
+
+        def diag_values():
+            return [{kv.key: kv.value for kv in st.values} for d in diags for st in d.status
+                    if st.name == 'flexarm_control/pd_servo']
+        # a waiting or paused plant re-sends its state: answered again with the same command, the law not run again
+        # (a lock-step run must not depend on how long the plant waited)
+        pub.publish(state(30, [0.0, 0.0]))
+        pub.publish(state(30, [0.0, 0.0]))
+        assert _spin_until(rclpy, node, lambda: sum(c.step == 31 for c in stamped) == 3, 10.0)
+        assert all(list(d.effort) == list(c.effort) for d in stamped if d.step == 31)
+        n_diag = len(diag_values())
+        assert _spin_until(rclpy, node, lambda: len(diag_values()) > n_diag, 10.0)
+        assert int(diag_values()[-1]['published']) == 30
+        # states that do not fit are refused (counted in /diagnostics), never answered with a non-finite command
         bad = state(40, [float('nan'), 0.0])
         pub.publish(bad)
         other = state(41, [0.0, 0.0])
@@ -68,8 +81,7 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
         assert not any(c.step in (41, 42) for c in stamped)
 
         def rejected():
-            vals = [{kv.key: kv.value for kv in st.values} for d in diags for st in d.status
-                    if st.name == 'flexarm_control/pd_servo']
+            vals = diag_values()
             return vals and int(vals[-1]['states_rejected']) >= 2
         assert _spin_until(rclpy, node, rejected, 10.0)
         # stop publishing state: commands stop within the timeout
