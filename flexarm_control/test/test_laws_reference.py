@@ -96,3 +96,23 @@ def test_preemption_is_smooth():
 def test_bang_bang():
     bb = BangBang([0.2, 0.2], 2.0)
     assert np.allclose(bb(0.5), 0.2) and np.allclose(bb(1.5), -0.2) and np.allclose(bb(2.5), 0.0)
+
+
+def test_a_reference_is_the_same_whenever_it_starts():
+    """Stamps are whole nanoseconds carried as float seconds; the time since a reference's start must not depend on
+    the start (a lock-step run starts its move at the plant time the runner happened to pause at). Without
+    rounding, t - t0 at the end of a 2.5 s move differed from 2.5 for 2 of 3 starts here, and the modal law's
+    integrator (on once the reference rests) started one control step early or late."""
+    rng = np.random.default_rng(7)
+    T_ns = 2_500_000_000
+    for start_ns in rng.integers(0, 20_000_000_000, 200):
+        t0 = int(start_ns) * 1e-9
+        for ref in (PointToPoint([0.0], [1.0], T_ns * 1e-9, t0),
+                    TrajectoryReference([1.0, 2.5], [[0.5], [1.0]], t0=t0, start=([0.0], [0.0], [0.0]))):
+            for rel_ns in (0, 1_000_000_000, T_ns - 2_000_000, T_ns, T_ns + 2_000_000):
+                q, qd, qdd = ref.sample((int(start_ns) + rel_ns) * 1e-9)
+                q_ref, qd_ref, qdd_ref = (PointToPoint([0.0], [1.0], 2.5, 0.0) if isinstance(ref, PointToPoint)
+                                          else TrajectoryReference([1.0, 2.5], [[0.5], [1.0]], t0=0.0,
+                                                                   start=([0.0], [0.0], [0.0]))).sample(rel_ns / 1e9)
+                assert list(q) == list(q_ref) and list(qd) == list(qd_ref) and list(qdd) == list(qdd_ref)
+        assert list(PointToPoint([0.0], [1.0], 2.5, t0).sample(t0 + 2.5)[1]) == [0.0]     # at rest at its end

@@ -24,6 +24,15 @@ import math
 import numpy as np
 
 
+def elapsed(t, t0):
+    """t - t0 in seconds, rounded to whole nanoseconds. Times here are ROS stamps (integer ns) as float seconds,
+    whose difference is rarely exact (4.264 s after a start at 1.764 s is not 2.5 in floating point, in two runs of
+    three): a reference's end, where the modal law starts integrating, fell on one control step or the next by the
+    plant time the move happened to start at. Rounded, the same stamps give the same elapsed time in every run."""
+    d = t - t0
+    return round(d * 1e9) / 1e9 if abs(d) < 1e9 else d
+
+
 # --------------------------------------------------------------------------- scalar profiles
 def cycloidal(tau):
     """(s, s', s'') of the cycloid on tau in [0, 1] (derivatives w.r.t. tau); clamped outside."""
@@ -124,7 +133,7 @@ class PointToPoint(Reference):
         self._f = PROFILES[profile]
 
     def sample(self, t):
-        s = t - self.t0
+        s = elapsed(t, self.t0)
         if self._hermite:
             z = np.zeros_like(self.q0)
             if s <= 0:
@@ -197,7 +206,7 @@ class TrajectoryReference(Reference):
         return V
 
     def sample(self, t):
-        s = t - self.t0
+        s = elapsed(t, self.t0)
         tm = self.times
         if s <= tm[0]:
             return self.P[0].copy(), (self.V[0] if self._start_given else 0 * self.V[0]).copy(), \
@@ -318,7 +327,7 @@ class BangBang:
         self.T, self.t0 = float(T), float(t0)
 
     def torque(self, t):
-        s = t - self.t0
+        s = elapsed(t, self.t0)
         if 0.0 <= s < 0.5 * self.T:
             return self.amplitude.copy()
         if 0.5 * self.T <= s < self.T:
