@@ -75,6 +75,7 @@ RECORDED_TOPICS = (
 STARTUP_QUIET_S = 60.0
 STARTUP_LIMIT_S = 600.0
 RUN_STALL_S = 30.0            # wall seconds without plant time advancing: the run is stuck
+STAMP_TOL_S = 0.5e-9         # s: stamps are whole nanoseconds; a window's ends are decided this far inside
 MAX_SAMPLES = 1 << 17         # samples kept (beyond: every other one dropped, the rate halved)
 PROGRESS_AFTER_S = 2.0
 PAUSED_STATE_PERIOD_S = 0.05  # a paused plant re-sends its state this often (plant/runtime.IDLE_PERIOD)
@@ -232,7 +233,7 @@ class RunnerNode:
         self.hot_loop.start()
         self.estimator_diag = {}
         self.pause_client = None
-        node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
+        self.diag_sub = node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
 
     def close(self):
@@ -255,6 +256,17 @@ class RunnerNode:
                 self.step_gaps += 1
             self.samples.add(row[:-1])
             self.last_step = st.step
+
+    def linked(self, topic, peer) -> bool:
+        """Is node `peer` on `topic` (/flexarm/reference: its subscription; /diagnostics: its publisher) matched
+        with the runner's end? Matched counts are anonymous, so every endpoint the graph knows on the topic must be
+        matched: the recorder's subscription to the reference (in this process) matches at once, the controller's
+        may not have yet (a reference published then is lost)."""
+        if topic == '/flexarm/reference':
+            ends, matched = self.node.get_subscriptions_info_by_topic(topic), self.pub_ref.get_subscription_count()
+        else:
+            ends, matched = self.node.get_publishers_info_by_topic(topic), self.diag_sub.get_publisher_count()
+        return any(e.node_name == peer for e in ends) and matched >= len(ends)
 
     def references_accepted(self) -> int:
         with self.lock:
@@ -310,16 +322,19 @@ class RunnerNode:
 def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None):
     """The run's figures from the recorded samples (plant time)."""
     controller_diag = controller_diag or {}
+    # Windows are closed intervals decided half a nanosecond inside their ends: stamps are whole nanoseconds, and
+    # t_move = (plant time at the pause) + lead carries that time's rounding, so a plain `t >= t_move` took or left
+    # the sample at t_move by the pause instant (one sample in N: lock-step RMS differed by 1/(2N) between runs).
     t = arrays['t']
-    keep = (t >= t_move - 0.2) & (t <= t_move + duration)
+    keep = (t >= t_move - 0.2 - STAMP_TOL_S) & (t <= t_move + duration + STAMP_TOL_S)
     t = t[keep]
     q, tau, tip, rigid, modal = (arrays[k][keep] for k in ('q', 'tau', 'tip', 'rigid', 'modal'))
     q_ref = cycloid_sample(q0, angle, move_time, t_move, t)
     defl = np.linalg.norm(tip - rigid, axis=1)
-    in_run = t >= t_move
+    in_run = t >= t_move - STAMP_TOL_S
     err = (q - q_ref)[in_run]
     t_end = t_move + move_time
-    after = t >= t_end
+    after = t >= t_end - STAMP_TOL_S
     out = {'controller': controller, 'samples': int(t.size),
            'plant_time_s': float(t[-1] - t[0]) if t.size else 0.0,
            'achieved_rate_hz': _num(plant_diag.get('achieved_rate_hz')),
@@ -331,7 +346,7 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            'peak_tip_deflection_m': float(defl.max()) if defl.size else None,
            'peak_torque_nm': [float(x) for x in np.abs(tau).max(axis=0)] if tau.size else None}
     if after.sum() > 10:
-        tail = t >= max(t_end, t[-1] - 0.5)
+        tail = t >= max(t_end, t[-1] - 0.5) - STAMP_TOL_S
         rest = tip[tail].mean(axis=0)
         dev = np.linalg.norm(tip[after] - rest, axis=1)
         out['residual_vibration_m'] = float(dev.max())
@@ -586,12 +601,15 @@ def _drive(args, model, runner, procs, recorder, progress):
         return _fail(f'{others} other node(s) publish /flexarm/state in this ROS domain '
                      f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}): stop them or use another domain")
     if args.controller != 'none':
-        # the reference is published once: the controller's subscription must be matched first (discovery)
+        # the reference is published once and acknowledged in the controller's diagnostics: both links must be
+        # matched first (discovery)
         deadline = time.monotonic() + STARTUP_QUIET_S
-        while runner.pub_ref.get_subscription_count() < 1:
-            if time.monotonic() > deadline:
-                return _fail(f'{args.controller} does not subscribe to /flexarm/reference')
-            time.sleep(0.01)
+        for topic in ('/flexarm/reference', '/diagnostics'):
+            while not runner.linked(topic, args.controller):
+                if time.monotonic() > deadline:
+                    return _fail(f'the runner and {args.controller} are not connected on {topic} after '
+                                 f'{STARTUP_QUIET_S:.0f} s (discovery)')
+                time.sleep(0.01)
     # lock-step: the plant runs as fast as the controller answers, so it could pass the move's start before the
     # reference reaches the controller (on a loaded machine: a late start, a jump in the reference). Pause it, send
     # the reference, wait until the controller reports it accepted (it publishes its diagnostics at once then: the
@@ -615,7 +633,8 @@ def _drive(args, model, runner, procs, recorder, progress):
             while runner.references_accepted() <= accepted:
                 if time.monotonic() > deadline:
                     return _fail(f'{args.controller} did not accept the reference within {REFERENCE_ACK_S:.0f} s '
-                                 f'(its diagnostics: {runner.controller_diag})')
+                                 f'(its diagnostics: {runner.controller_diag})\n--- {args.controller} log:\n'
+                                 + procs.tail(args.controller))
                 time.sleep(0.005)
             err = runner.pause(False)
             if err:
