@@ -88,6 +88,18 @@ def test_lockstep_runs_are_reproducible_whenever_the_move_starts(ros_env):
     assert f1 == pytest.approx(f2, rel=1e-9, abs=0.0)
 
 
+def test_endpoints_that_can_never_match_do_not_hold_up_a_run(spawn, ros_env):
+    """The runner waits until the controller is matched on /flexarm/reference and /diagnostics; another node's
+    endpoints whose QoS can never match the runner's (test/nodes/qos_strangers.py) are not waited for."""
+    strangers = spawn([os.path.join(os.path.dirname(__file__), 'nodes', 'qos_strangers.py')])
+    assert strangers.stdout.readline().strip() == 'up', strangers.stderr.read()
+    t0 = time.monotonic()
+    r = _run(ros_env, '--controller', 'pd_servo', '--time-mode', 'lockstep', '--duration', '0.5', '--lead', '0.3',
+             '--json', '--quiet', timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert time.monotonic() - t0 < 50.0           # the link wait gives up (and fails) after 60 s
+
+
 def test_run_rejects_unknown_arm(ros_env):
     r = _run(ros_env, '--arm', 'no_such_arm', '--quiet', timeout=60)
     assert r.returncode != 0 and 'not found' in r.stderr

@@ -40,6 +40,7 @@ import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -261,11 +262,22 @@ class RunnerNode:
         """Is node `peer` on `topic` (/flexarm/reference: its subscription; /diagnostics: its publisher) matched
         with the runner's end? Matched counts are anonymous, so every endpoint the graph knows on the topic must be
         matched: the recorder's subscription to the reference (in this process) matches at once, the controller's
-        may not have yet (a reference published then is lost)."""
+        may not have yet (a reference published then is lost). Endpoints whose QoS cannot match ours (another
+        node's best-effort /diagnostics, say) never will, and are not waited for."""
+        def can_match(pub_qos, sub_qos):      # the policies that differ in practice (rclpy's own check also
+            # refuses our unset deadline against the graph's 'infinite' one)
+            return not ((pub_qos.reliability == ReliabilityPolicy.BEST_EFFORT
+                         and sub_qos.reliability == ReliabilityPolicy.RELIABLE)
+                        or (pub_qos.durability == DurabilityPolicy.VOLATILE
+                            and sub_qos.durability == DurabilityPolicy.TRANSIENT_LOCAL))
         if topic == '/flexarm/reference':
-            ends, matched = self.node.get_subscriptions_info_by_topic(topic), self.pub_ref.get_subscription_count()
+            ends = [e for e in self.node.get_subscriptions_info_by_topic(topic)
+                    if can_match(self.pub_ref.qos_profile, e.qos_profile)]
+            matched = self.pub_ref.get_subscription_count()
         else:
-            ends, matched = self.node.get_publishers_info_by_topic(topic), self.diag_sub.get_publisher_count()
+            ends = [e for e in self.node.get_publishers_info_by_topic(topic)
+                    if can_match(e.qos_profile, self.diag_sub.qos_profile)]
+            matched = self.diag_sub.get_publisher_count()
         return any(e.node_name == peer for e in ends) and matched >= len(ends)
 
     def references_accepted(self) -> int:
