@@ -378,9 +378,12 @@ class ArmModel:
         return ws
 
     def _arrays(self, z, zd=None, tau=None):
-        z = np.ascontiguousarray(z, dtype=float)
-        zd = np.zeros(self.n_coords) if zd is None else np.ascontiguousarray(zd, dtype=float)
-        tau = np.zeros(self.n_joints) if tau is None else np.ascontiguousarray(tau, dtype=float)
+        # contiguous and writable: the kernels are compiled (and precompiled) for writable arrays; a read-only one
+        # (the arm description's, e.g. its nominal configuration, which the controllers' gain rules evaluate) was a
+        # second specialisation, compiled on first use: 6 s of a controller's first start after `make setup`
+        z = np.require(z, float, ('C', 'W'))
+        zd = np.zeros(self.n_coords) if zd is None else np.require(zd, float, ('C', 'W'))
+        tau = np.zeros(self.n_joints) if tau is None else np.require(tau, float, ('C', 'W'))
         if z.shape != (self.n_coords,) or zd.shape != (self.n_coords,) or tau.shape != (self.n_joints,):
             raise ValueError(f'expected z, zd of length {self.n_coords} and tau of length {self.n_joints}')
         return z, zd, tau
@@ -417,7 +420,7 @@ class ArmModel:
 
     def frames(self, z):
         """(RF, pL, RE, pE): per link the rotation of its frame, its origin, and its deformed tip frame."""
-        z = np.ascontiguousarray(z, dtype=float)
+        z = np.require(z, float, ('C', 'W'))          # writable: the one compiled signature (_arrays)
         n = self.n_joints
         RF, pL, RE, pE = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3))
         kernels.link_frames(self.data, z, RF, pL, RE, pE)

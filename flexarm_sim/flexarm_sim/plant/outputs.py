@@ -116,7 +116,7 @@ class ArmOutputs:
 
     # ------------------------------------------------------------------ kinematics
     def frames(self, z):
-        kernels.link_frames(self.data, np.ascontiguousarray(z, dtype=float), self._RF, self._pL, self._RE, self._pE)
+        kernels.link_frames(self.data, np.require(z, float, ('C', 'W')), self._RF, self._pL, self._RE, self._pE)
         return self._RF, self._pL, self._RE, self._pE
 
     def end_effector(self, z, zd, h=1e-6):
