@@ -67,9 +67,13 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
         pub.publish(state(30, [0.0, 0.0]))
         assert _spin_until(rclpy, node, lambda: sum(c.step == 31 for c in stamped) == 3, 10.0)
         assert all(list(d.effort) == list(c.effort) for d in stamped if d.step == 31)
-        n_diag = len(diag_values())
-        assert _spin_until(rclpy, node, lambda: len(diag_values()) > n_diag, 10.0)
+        n_diag = len(diag_values())         # two diagnostics later: the second was surely made after the re-sends
+        assert _spin_until(rclpy, node, lambda: len(diag_values()) > n_diag + 1, 10.0)
         assert int(diag_values()[-1]['published']) == 30
+        # the same step and stamp with another state (a paused plant reset twice) is a new state: the law runs
+        pub.publish(state(30, [0.01, 0.0]))
+        assert _spin_until(rclpy, node, lambda: sum(c.step == 31 for c in stamped) == 4, 10.0)
+        assert list([d for d in stamped if d.step == 31][-1].effort) != list(c.effort)
         # states that do not fit are refused (counted in /diagnostics), never answered with a non-finite command
         bad = state(40, [float('nan'), 0.0])
         pub.publish(bad)

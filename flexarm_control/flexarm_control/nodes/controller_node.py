@@ -6,7 +6,7 @@ arm or that do not fit are refused and counted) and /flexarm/reference (trajecto
 against the arm's joint limits; a refused one keeps the previous reference); publishes
 /effort_controller/commands (std_msgs/Float64MultiArray, arm joint order), /diagnostics and, in lock-step,
 /flexarm/effort_command (flexarm_msgs/JointEffortCommand, step = state.step + 1, computed from exactly that
-state; a state re-sent with the same step and stamp gets the same command again, the law is not run twice).
+state; the same state re-sent (step, stamp and values) gets the same command again, the law is not run twice).
 pd_servo with command_interface:=position publishes the set-points on /position_controller/commands.
 
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
@@ -59,7 +59,7 @@ class ControllerNode(Node):
         self._newest = None                    # (z, zd, t, step, stamp, monotonic receive time): timer mode
         self._stale = True
         self._t_last_state = None
-        self._answered = (None, None)          # lock-step: ((step, stamp) of the last state answered, the answer)
+        self._answered = None                  # lock-step: ((step, stamp), z, zd, answer) of the last state answered
         self._blind_warned = False              # warned once: joints-only states under a modal law
         self.decoder = FlexStateDecoder(self.layout)
         self.writer = CommandWriter(model.n_joints)
@@ -143,18 +143,20 @@ class ControllerNode(Node):
                 'bridge measures joints): the modal law feeds back zero deflection. Estimate them: hardware.launch.py '
                 'estimator:=encoders (state_estimator, state_topic:=/flexarm/state_estimate)')
         if self.lockstep:
-            instant = (st.step, st.stamp_ns)
-            if instant == self._answered[0]:
+            last = self._answered
+            if (last is not None and (st.step, st.stamp_ns) == last[0] and np.array_equal(st.z, last[1])
+                    and np.array_equal(st.zd, last[2])):
                 # the plant (or the estimator) re-sends a state while it waits: the same answer again, the law not
                 # run again (its integrator and delay state would take an extra step: a lock-step run would then
-                # depend on how long the plant waited or was paused)
-                self.pub_stamped.publish(self._answered[1])
+                # depend on how long the plant waited or was paused). The state itself is compared too: two resets
+                # of a paused plant give step 0 at the same (never reset) plant time with different states.
+                self.pub_stamped.publish(last[3])
                 return
             with self._lock:
                 self.rt.hold(st.z, st.t)
                 tau = self.rt.on_state(st.z, st.zd, st.t)
             stamped = self.writer.stamped_bytes(st.step + 1, st.stamp_ns, tau)
-            self._answered = (instant, stamped)
+            self._answered = ((st.step, st.stamp_ns), st.z.copy(), st.zd.copy(), stamped)
             self.pub_stamped.publish(stamped)
             self._publish(tau)
             return
