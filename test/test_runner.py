@@ -93,11 +93,9 @@ def test_endpoints_that_can_never_match_do_not_hold_up_a_run(spawn, ros_env):
     endpoints whose QoS can never match the runner's (test/nodes/qos_strangers.py) are not waited for."""
     strangers = spawn([os.path.join(os.path.dirname(__file__), 'nodes', 'qos_strangers.py')])
     assert strangers.stdout.readline().strip() == 'up', strangers.stderr.read()
-    t0 = time.monotonic()
     r = _run(ros_env, '--controller', 'pd_servo', '--time-mode', 'lockstep', '--duration', '0.5', '--lead', '0.3',
              '--json', '--quiet', timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert time.monotonic() - t0 < 50.0           # the link wait gives up (and fails) after 60 s
+    assert r.returncode == 0, r.stdout + r.stderr      # waiting for them fails after 60 s, naming the topic
 
 
 def test_run_rejects_unknown_arm(ros_env):

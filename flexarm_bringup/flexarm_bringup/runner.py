@@ -280,6 +280,13 @@ class RunnerNode:
             matched = self.diag_sub.get_publisher_count()
         return any(e.node_name == peer for e in ends) and matched >= len(ends)
 
+    def endpoint_nodes(self, topic):
+        """Names of the nodes the graph knows on `topic` (its subscriptions to the reference, publishers of
+        /diagnostics)."""
+        ends = self.node.get_subscriptions_info_by_topic(topic) if topic == '/flexarm/reference' else \
+            self.node.get_publishers_info_by_topic(topic)
+        return sorted({e.node_name for e in ends})
+
     def references_accepted(self) -> int:
         with self.lock:
             return int(_num(self.controller_diag.get('references_accepted')) or 0)
@@ -619,8 +626,10 @@ def _drive(args, model, runner, procs, recorder, progress):
         for topic in ('/flexarm/reference', '/diagnostics'):
             while not runner.linked(topic, args.controller):
                 if time.monotonic() > deadline:
+                    seen = ', '.join(runner.endpoint_nodes(topic)) or 'none'
                     return _fail(f'the runner and {args.controller} are not connected on {topic} after '
-                                 f'{STARTUP_QUIET_S:.0f} s (discovery)')
+                                 f'{STARTUP_QUIET_S:.0f} s (nodes seen there: {seen}; the controller node must be '
+                                 f'named {args.controller!r}, as the launch files name it)')
                 time.sleep(0.01)
     # lock-step: the plant runs as fast as the controller answers, so it could pass the move's start before the
     # reference reaches the controller (on a loaded machine: a late start, a jump in the reference). Pause it, send
