@@ -40,7 +40,7 @@ class IntegrationError(FloatingPointError):
 
 def step(model, state: ArmState, tau, dt: float, substeps: int = 1, method: str = 'rk4') -> ArmState:
     """Advance state by dt (in `substeps` equal sub-steps) with constant joint torques tau."""
-    tau = np.ascontiguousarray(tau, dtype=float)
+    tau = np.require(tau, float, ('C', 'W'))        # writable: the kernels' one signature (ArmModel._arrays)
     if state.workspace is None:
         state.workspace = model.workspace()
     if method == 'rk4':

@@ -247,7 +247,7 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
                              f'got shape {np.shape(torque)}')
         if not np.all(np.isfinite(taus)):
             raise ValueError('torque: non-finite samples')
-        failed = _run_samples(d, ws, z, zd, np.ascontiguousarray(taus), *args, *out)
+        failed = _run_samples(d, ws, z, zd, np.require(taus, float, ('C', 'W')), *args, *out)
     else:
         failed = -1
         tau = np.zeros(n)
