@@ -64,15 +64,25 @@ def test_sim_launch_closes_the_loop(controller, time_mode, ros_env, tmp_path):
         assert 0.05 < tip < 0.5, s                                     # it moved, and the links stayed bounded
         assert max(s['peak_torque_nm']) <= 2.0 + 1e-9
     finally:
-        results = {}
-        for name, p in procs.items():
-            if p.poll() is None:
-                results[name] = stop_cleanly(p, signal.SIGINT)
-            else:
-                results[name] = (p.returncode, 0.0, p.communicate()[1])
+        results = _stop_all(procs)
+    _assert_clean_exits(results)
+
+
+
+def _stop_all(procs):
+    """SIGINT each node still running (as Ctrl-C in the launch terminal): {name: (exit code, s to exit, stderr)}."""
+    results = {}
+    for name, p in procs.items():
+        if p.poll() is None:
+            results[name] = stop_cleanly(p, signal.SIGINT)
+        else:
+            results[name] = (p.returncode, 0.0, p.communicate()[1])
+    return results
+
+
+def _assert_clean_exits(results):
     for name, (code, dt, err) in results.items():
         assert code == 0 and dt < EXIT_WITHIN_S and 'Traceback' not in err, (name, code, dt, err[-3000:])
-
 
 def test_sim_launch_with_the_estimator_closes_the_loop_from_the_estimate(ros_env, tmp_path):
     """estimator:=strain (issue 17): sim.launch.py starts the plant with the sensor models, the state_estimator and the
@@ -97,11 +107,5 @@ def test_sim_launch_with_the_estimator_closes_the_loop_from_the_estimate(ros_env
         assert max(s['joint_rms_error_rad']) < 0.3, s
         assert 0.05 < s['peak_tip_deflection_m'] < 0.5, s
     finally:
-        results = {}
-        for name, p in procs.items():
-            if p.poll() is None:
-                results[name] = stop_cleanly(p, signal.SIGINT)
-            else:
-                results[name] = (p.returncode, 0.0, p.communicate()[1])
-    for name, (code, dt, err) in results.items():
-        assert code == 0 and dt < EXIT_WITHIN_S and 'Traceback' not in err, (name, code, dt, err[-3000:])
+        results = _stop_all(procs)
+    _assert_clean_exits(results)

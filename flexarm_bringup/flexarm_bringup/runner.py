@@ -258,12 +258,9 @@ class RunnerNode:
             self.samples.add(row[:-1])
             self.last_step = st.step
 
-    def linked(self, topic, peer) -> bool:
-        """Is node `peer` on `topic` (/flexarm/reference: its subscription; /diagnostics: its publisher) matched
-        with the runner's end? Matched counts are anonymous, so every endpoint the graph knows on the topic must be
-        matched: the recorder's subscription to the reference (in this process) matches at once, the controller's
-        may not have yet (a reference published then is lost). Endpoints whose QoS cannot match ours (another
-        node's best-effort /diagnostics, say) never will, and are not waited for."""
+    def _far_ends(self, topic):
+        """(the graph's endpoints across the runner's end on `topic`: subscriptions to its reference, publishers of
+        /diagnostics; how many of them its end has matched; can an endpoint's QoS ever match ours)."""
         def can_match(pub_qos, sub_qos):      # the policies that differ in practice (rclpy's own check also
             # refuses our unset deadline against the graph's 'infinite' one)
             return not ((pub_qos.reliability == ReliabilityPolicy.BEST_EFFORT
@@ -271,21 +268,24 @@ class RunnerNode:
                         or (pub_qos.durability == DurabilityPolicy.VOLATILE
                             and sub_qos.durability == DurabilityPolicy.TRANSIENT_LOCAL))
         if topic == '/flexarm/reference':
-            ends = [e for e in self.node.get_subscriptions_info_by_topic(topic)
-                    if can_match(self.pub_ref.qos_profile, e.qos_profile)]
-            matched = self.pub_ref.get_subscription_count()
-        else:
-            ends = [e for e in self.node.get_publishers_info_by_topic(topic)
-                    if can_match(e.qos_profile, self.diag_sub.qos_profile)]
-            matched = self.diag_sub.get_publisher_count()
+            return (self.node.get_subscriptions_info_by_topic(topic), self.pub_ref.get_subscription_count(),
+                    lambda e: can_match(self.pub_ref.qos_profile, e.qos_profile))
+        return (self.node.get_publishers_info_by_topic(topic), self.diag_sub.get_publisher_count(),
+                lambda e: can_match(e.qos_profile, self.diag_sub.qos_profile))
+
+    def linked(self, topic, peer) -> bool:
+        """Is node `peer` on `topic` (/flexarm/reference: its subscription; /diagnostics: its publisher) matched
+        with the runner's end? Matched counts are anonymous, so every endpoint the graph knows on the topic must be
+        matched: the recorder's subscription to the reference (in this process) matches at once, the controller's
+        may not have yet (a reference published then is lost). Endpoints whose QoS cannot match ours (another
+        node's best-effort /diagnostics, say) never will, and are not waited for."""
+        ends, matched, compatible = self._far_ends(topic)
+        ends = [e for e in ends if compatible(e)]
         return any(e.node_name == peer for e in ends) and matched >= len(ends)
 
     def endpoint_nodes(self, topic):
-        """Names of the nodes the graph knows on `topic` (its subscriptions to the reference, publishers of
-        /diagnostics)."""
-        ends = self.node.get_subscriptions_info_by_topic(topic) if topic == '/flexarm/reference' else \
-            self.node.get_publishers_info_by_topic(topic)
-        return sorted({e.node_name for e in ends})
+        """Names of the nodes the graph knows across the runner's end on `topic`."""
+        return sorted({e.node_name for e in self._far_ends(topic)[0]})
 
     def references_accepted(self) -> int:
         with self.lock:

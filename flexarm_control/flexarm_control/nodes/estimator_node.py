@@ -144,29 +144,25 @@ class EstimatorNode(Node):
             self._tick(t_ns, None)
 
     def _on_strain(self, msg):
-        try:
-            y, t_ns, _ = decode_strain(msg, self.rt.sensor_set.gauges, self.layout.arm_id)
-        except ValueError as e:
-            self.rt.tracks['strain'].reject(f'strain: {e}')
-            self._rejected('strain', str(e))
-            return
-        ok, why = self.rt.strain(t_ns * 1e-9, y)
-        self._rejected('strain', why)
-        if ok and self.lockstep:
-            self._stamps['strain'] = max(self._stamps['strain'], t_ns)
-            self._advance()
+        self._reading('strain', 'strain', self.rt.strain,
+                      lambda: decode_strain(msg, self.rt.sensor_set.gauges, self.layout.arm_id)[:2])
 
     def _on_imu(self, msg):
+        self._reading('accelerometer', 'accel', self.rt.accel, lambda: decode_accelerometer(msg))
+
+    def _reading(self, track, stamp_key, feed, decode):
+        """A sensor reading: decoded (a bad one refused and counted), fed to the runtime; in lock-step it may
+        complete a control instant."""
         try:
-            f, t_ns = decode_accelerometer(msg)
+            value, t_ns = decode()
         except ValueError as e:
-            self.rt.tracks['accelerometer'].reject(f'accelerometer: {e}')
-            self._rejected('accelerometer', str(e))
+            self.rt.tracks[track].reject(f'{track}: {e}')
+            self._rejected(track, str(e))
             return
-        ok, why = self.rt.accel(t_ns * 1e-9, f)
-        self._rejected('accelerometer', why)
+        ok, why = feed(t_ns * 1e-9, value)
+        self._rejected(track, why)
         if ok and self.lockstep:
-            self._stamps['accel'] = max(self._stamps['accel'], t_ns)
+            self._stamps[stamp_key] = max(self._stamps[stamp_key], t_ns)
             self._advance()
 
     def _on_command(self, msg):

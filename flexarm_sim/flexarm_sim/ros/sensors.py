@@ -98,19 +98,18 @@ def decode_joint_state(msg, joint_names):
     q = np.asarray(msg.position, dtype=float)[order]
     if not np.all(np.isfinite(q)):
         raise ValueError('non-finite position')
-    qd = eff = None
-    if len(msg.velocity):
-        if len(msg.velocity) != len(names):
-            raise ValueError(f'{len(msg.velocity)} velocities for {len(names)} joints')
-        qd = np.asarray(msg.velocity, dtype=float)[order]
-        if not np.all(np.isfinite(qd)):
-            raise ValueError('non-finite velocity')
-    if len(msg.effort):
-        if len(msg.effort) != len(names):
-            raise ValueError(f'{len(msg.effort)} efforts for {len(names)} joints')
-        eff = np.asarray(msg.effort, dtype=float)[order]
-        if not np.all(np.isfinite(eff)):
-            raise ValueError('non-finite effort')
+
+    def optional(values, what, plural):
+        """An optional field (empty: not measured), in arm joint order."""
+        if not len(values):
+            return None
+        if len(values) != len(names):
+            raise ValueError(f'{len(values)} {plural} for {len(names)} joints')
+        x = np.asarray(values, dtype=float)[order]
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f'non-finite {what}')
+        return x
+    qd, eff = optional(msg.velocity, 'velocity', 'velocities'), optional(msg.effort, 'effort', 'efforts')
     return q, qd, eff, stamp_ns(msg.header.stamp)
 
 
