@@ -28,17 +28,22 @@ import signal
 import sys
 
 from ..common.params import ConfigError
-from ..common.signals import Stop, StopSignals
+from ..common.signals import Stop, StopSignals, held
 
 SPIN_WAKE_S = 0.1
 
 
 def default_executor():
-    """rclpy's SingleThreadedExecutor for the nodes' services, parameters, timers and cold topics. (rclpy's
+    """A maker of rclpy's SingleThreadedExecutor (built where no start-up signal cuts it in half) for the nodes'
+    services, parameters, timers and cold topics. (rclpy's
     experimental EventsExecutor is 3x cheaper per callback but deadlocks when another thread publishes while it spins
     — verified; the plant's loop thread publishes — so the hot topics are served by ros/hotpath.py instead.)"""
     from rclpy.executors import SingleThreadedExecutor
-    return SingleThreadedExecutor
+
+    def make():
+        with held():            # not cut in half by a start-up signal (Executor has a __del__: common/signals.held)
+            return SingleThreadedExecutor()
+    return make
 
 
 def _resolve(factory):

@@ -1,0 +1,48 @@
+"""common/signals.py: a start-up signal raises Stop, except inside a deferred block, after which it does."""
+import os
+import signal
+import time
+
+import pytest
+
+from flexarm_sim.common.signals import Stop, StopSignals, held
+
+
+def _signal_self(sig):
+    os.kill(os.getpid(), sig)
+    time.sleep(0.05)            # Python runs the handler in the main thread at the next bytecode boundaries
+
+
+def test_a_signal_in_a_held_block_raises_stop_right_after_it():
+    sig = StopSignals().install()
+    reached = False
+    try:
+        with pytest.raises(Stop) as e:
+            with held():
+                _signal_self(signal.SIGTERM)
+                reached = True          # the block was not cut in half
+        assert reached and e.value.signum == signal.SIGTERM and sig.stopped
+    finally:
+        sig.restore()
+
+
+def test_a_held_block_without_a_signal_leaves_start_up_interruptible():
+    sig = StopSignals().install()
+    try:
+        with held():
+            pass
+        with pytest.raises(Stop):
+            _signal_self(signal.SIGINT)
+    finally:
+        sig.restore()
+
+
+def test_start_up_ending_inside_a_held_block_stays_ended():
+    sig = StopSignals().install()
+    try:
+        with held():
+            sig.started()
+        _signal_self(signal.SIGINT)     # running: a signal only sets the flag
+        assert sig.stopped
+    finally:
+        sig.restore()
