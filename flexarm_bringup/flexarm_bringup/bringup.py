@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from flexarm_control.controller.kinds import KINDS as CONTROLLERS     # one registration per controller
 from flexarm_sim.arms import resolve_arm
 from flexarm_sim.sensors import PRESETS as SENSOR_SETS
 from flexarm_sim.sensors import preset_values
 
-CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
 ESTIMATORS = ('none',) + SENSOR_SETS      # estimator:= a sensor set (flexarm_sim.sensors.preset_values), or none
 ESTIMATE_TOPIC = '/flexarm/state_estimate'
 HARDWARE_ESTIMATORS = ('none', 'encoders')    # hardware measures joints only
@@ -93,7 +93,7 @@ def _one_of(name: str, value, allowed):
 
 
 def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime', rate='', control_rate='',
-              shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none') -> list:
+              shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none', plant_arm='') -> list:
     """The plant, the state estimator (estimator != 'none') and one controller of sim.launch.py / `flexarm run`
     (empty strings keep the YAML's values).
 
@@ -101,14 +101,19 @@ def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime
     with a controller, the plant holds the arm until its first command (wait_for_command). With an estimator
     (a sensor set, flexarm_sim.sensors.preset_values): the plant models those sensors (/joint_states becomes the
     encoders' reading, at the control rate), the state_estimator fuses them (config/estimator.yaml) and the
-    controller feeds back its estimate (state_topic)."""
+    controller feeds back its estimate (state_topic).
+
+    plant_arm (a model-mismatch study): the plant simulates this arm while the controller and the estimator keep
+    `arm` (their model); its joints and modes must be laid out as `arm`'s (the controller accepts such states, warning
+    with both arm ids)."""
     _one_of('controller', controller, CONTROLLERS + ('none',))
     _one_of('time_mode', time_mode, TIME_MODES)
     _one_of('shaping', shaping, ('',) + SHAPERS)
     _one_of('estimator', estimator, ESTIMATORS)
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     path = arm_path(arm)
-    plant = {'arm': path, 'time_mode': time_mode, 'wait_for_command': controller != 'none'}
+    plant = {'arm': arm_path(plant_arm) if plant_arm else path, 'time_mode': time_mode,
+             'wait_for_command': controller != 'none'}
     if rate not in ('', None):
         plant['loop_rate'] = _rate(rate, 'rate')
     if control_rate not in ('', None):

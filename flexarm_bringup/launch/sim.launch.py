@@ -1,9 +1,10 @@
 """Simulated flexible arm: the plant + one controller (+ rviz).
 
-    ros2 launch flexarm_bringup sim.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|none]
+    ros2 launch flexarm_bringup sim.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|tip_tracking|none]
                                               [time_mode:=realtime|simtime|lockstep] [rate:=<Hz>] [control_rate:=<Hz>]
                                               [shaping:=none|zv|zvd] [rviz:=true|false]
                                               [estimator:=none|encoders|strain|strain_accel]
+                                              [plant_arm:=<name or yaml>]
 
 Which nodes start with which parameters is flexarm_bringup.bringup.sim_nodes (the same as `flexarm run`):
 config/plant.yaml and config/controllers.yaml, overridden by `arm` (plant and controller), `time_mode`,
@@ -12,6 +13,8 @@ config/plant.yaml and config/controllers.yaml, overridden by `arm` (plant and co
 estimator:=<sensor set> also starts the state_estimator (config/estimator.yaml): the plant models those sensors
 (encoders; + a strain gauge per flexible link; + a tip accelerometer) and the controller feeds back
 /flexarm/state_estimate instead of the plant's true /flexarm/state.
+plant_arm:=<arm> simulates another arm (same joints and modes, other parameters: a model-mismatch study) while the
+controller keeps `arm` as its model.
 rviz:=true includes view.launch.py; without rviz2 installed it refuses before starting anything.
 """
 from launch import LaunchDescription
@@ -31,7 +34,8 @@ def _actions(context):
     if rviz:
         require_package('rviz2', 'rviz:=true')      # refuse before anything starts
     specs = sim_nodes(arg('arm'), arg('controller'), arg('time_mode'), rate=arg('rate'),
-                      control_rate=arg('control_rate'), shaping=arg('shaping'), estimator=arg('estimator'))
+                      control_rate=arg('control_rate'), shaping=arg('shaping'), estimator=arg('estimator'),
+                      plant_arm=arg('plant_arm'))
     actions = [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
                     parameters=list(s.params_files) + [s.overrides]) for s in specs]
     if rviz:
@@ -62,5 +66,8 @@ def generate_launch_description():
         DeclareLaunchArgument('estimator', default_value='none', choices=list(ESTIMATORS),
                               description='the controller feeds back the state_estimator\'s estimate from this sensor '
                                           'set (the plant models the sensors); none: the plant\'s true state'),
+        DeclareLaunchArgument('plant_arm', default_value='',
+                              description='the arm the plant simulates when it differs from the controller\'s model '
+                                          '(`arm`): same joints and modes, other parameters (empty: `arm`)'),
         OpaqueFunction(function=_actions),
     ])

@@ -37,7 +37,7 @@ EXPECTED_LAUNCH_FILES = ['hardware.launch.py', 'sim.launch.py', 'view.launch.py'
 # executables of ROS packages outside this workspace that the launch files may start (package.xml
 # must declare them as exec_depend)
 EXTERNAL = {('rviz2', 'rviz2'), ('robot_state_publisher', 'robot_state_publisher')}
-CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
+CONTROLLERS = ('pd_servo', 'modal', 'computed_torque', 'tip_tracking')
 
 
 # ------------------------------------------------------------------------------ workspace facts

@@ -1,4 +1,5 @@
-"""ROS 2 controller nodes `pd_servo`, `modal`, `computed_torque`: adapters over controller/runtime.py.
+"""ROS 2 controller nodes (one per kind of controller/kinds.py: `pd_servo`, `modal`, `computed_torque`,
+`tip_tracking`): adapters over controller/runtime.py.
 
 Topics: subscribes `state_topic` (default /flexarm/state; /flexarm/state_estimate: the state_estimator's)
 (flexarm_msgs/FlexState, decoded by flexarm_sim.ros.flexstate; states of another
@@ -38,6 +39,7 @@ from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from ..controller.config import TABLES
+from ..controller.kinds import KINDS
 from ..controller.runtime import ControllerRuntime
 
 class ControllerNode(Node):
@@ -135,7 +137,7 @@ class ControllerNode(Node):
                                       throttle_duration_sec=2.0)
             return
         self._t_last_state = st.t
-        if (not st.has_modes and not self._blind_warned and self.kind == 'modal'
+        if (not st.has_modes and not self._blind_warned and hasattr(self.rt.law, 'design_cell')
                 and self.model.n_coords > self.model.n_joints):
             self._blind_warned = True
             self.get_logger().warning(
@@ -209,13 +211,8 @@ class ControllerNode(Node):
                                           values, self.get_clock().now().nanoseconds))
 
 
-def pd_servo():
-    return ControllerNode('pd_servo')
-
-
-def modal():
-    return ControllerNode('modal')
-
-
-def computed_torque():
-    return ControllerNode('computed_torque')
+def __getattr__(kind):
+    """`controller_node:<kind>` (entry.py, run_node): a factory of the controller node of any registered kind."""
+    if kind in KINDS:
+        return lambda: ControllerNode(kind)
+    raise AttributeError(kind)

@@ -91,3 +91,18 @@ def joints_only_layout(joint_names, arm_name: str = '') -> ArmLayout:
         a.setflags(write=False)
     links = tuple(LinkLayout(j, link_name(name), slice(j + 1, j + 1), 0, ()) for j, name in enumerate(joint_names))
     return ArmLayout(arm_name, '', tuple(joint_names), n, n, q_index, mode_index, links)
+
+
+def layout_difference(a, b) -> str:
+    """'' if two arms (ArmModel or ArmLayout) lay out their coordinates alike (joint names, and per link the number
+    of modes and their bending planes), else what differs: another arm with that layout (other lengths, stiffness,
+    payload) can stand in for `a` where only the layout matters (a model-mismatch study)."""
+    la = a if isinstance(a, ArmLayout) else ArmLayout.of(a)
+    lb = b if isinstance(b, ArmLayout) else ArmLayout.of(b)
+    if la.joint_names != lb.joint_names:
+        return f'joints {list(lb.joint_names)} instead of {list(la.joint_names)}'
+    for x, y in zip(la.links, lb.links):
+        if (x.n_modes, x.planes) != (y.n_modes, y.planes):
+            return (f'link {x.name} has {y.n_modes} modes (planes {list(y.planes)}) instead of {x.n_modes} '
+                    f'(planes {list(x.planes)})')
+    return ''
