@@ -523,11 +523,11 @@ def _run(args, progress, tmpdir):
         if args.record:
             recorder = Recorder(node, args.record, [(names.resolve(t, ns), m) for t, m in RECORDED_TOPICS],
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
-        names = ', '.join(s.name for s in specs)
+        started = ', '.join(s.name for s in specs)
         if args.attach:
-            progress.line(f'attaching to the running {names}')
+            progress.line(f'attaching to the running {started}')
         elif args.single_process:
-            progress.line(f'starting {names} in this process')
+            progress.line(f'starting {started} in this process')
             composed = _compose(specs, tmpdir)
             nodes.extend(composed)
             for n in composed:
@@ -536,7 +536,7 @@ def _run(args, progress, tmpdir):
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-            progress.line(f'starting {names} ({args.time_mode}, control at {args.control_rate:g} Hz)')
+            progress.line(f'starting {started} ({args.time_mode}, control at {args.control_rate:g} Hz)')
             for s in specs:
                 procs.start(s.name, command(s, tmpdir), env)
         for ex in executors:
