@@ -23,6 +23,10 @@ encoders' and drives' readings instead of the true joint state; strain gauges on
 (flexarm_msgs/StrainGauges), the tip accelerometer on /flexarm/tip_imu (sensor_msgs/Imu), each stamped with its
 sample instant (encoding: ros/sensors.py).
 
+Names: every topic and service above is relative to the node's namespace (ros/names.py): these absolute names in
+the root namespace, /armB/flexarm/state ... in /armB. More than one publisher on a command topic is reported in
+/diagnostics (WARN naming them and their GIDs, counted: common/sources.py).
+
 QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10 (lockstep 500), /flexarm/markers 5,
 /diagnostics 10, /clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
 /flexarm/effort_command 100, /flexarm/strain 10, /flexarm/tip_imu 10.
