@@ -300,16 +300,17 @@ class RunnerNode:
         """Pause / resume the plant (/flexarm/pause); '' or what went wrong."""
         if self.pause_client is None:
             self.pause_client = self.node.create_client(SetBool, names.PAUSE)
+        name = self.node.resolve_service_name(names.PAUSE)
         if not self.pause_client.wait_for_service(timeout_sec=REFERENCE_ACK_S):
-            return 'the plant offers no /flexarm/pause service'
+            return f'the plant offers no {name} service'
         fut = self.pause_client.call_async(SetBool.Request(data=bool(on)))
         deadline = time.monotonic() + REFERENCE_ACK_S
         while not fut.done():
             if time.monotonic() > deadline:
-                return f'/flexarm/pause({on}) not answered'
+                return f'{name}({on}) not answered'
             time.sleep(0.005)
         r = fut.result()
-        return '' if r.success else f'/flexarm/pause({on}): {r.message}'
+        return '' if r.success else f'{name}({on}): {r.message}'
 
     def _on_diag(self, msg):
         for st in msg.status:
