@@ -58,6 +58,7 @@ from flexarm_sim.model import load_model, validity_limit
 from flexarm_sim.model.trajectory import relative_deflections
 from flexarm_sim.model.layout import ArmLayout, layout_difference as same_layout
 from flexarm_sim.plant.node import PlantNode
+from flexarm_sim.ros import dds_security, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import qos
@@ -68,14 +69,14 @@ from .interrupt import Interrupted
 from .plots import plot_tip_run
 from .recorder import Recorder
 
-RECORDED_TOPICS = (
-    ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
-    ('/flexarm/state_estimate', 'flexarm_msgs/msg/FlexState'),
-    ('/joint_states', 'sensor_msgs/msg/JointState'),
-    ('/effort_controller/commands', 'std_msgs/msg/Float64MultiArray'),
-    ('/flexarm/reference', 'trajectory_msgs/msg/JointTrajectory'),
-    ('/flexarm/markers', 'visualization_msgs/msg/MarkerArray'),
-    ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray'),
+RECORDED_TOPICS = (             # relative: recorded in the run's namespace (names.resolve)
+    (names.STATE, 'flexarm_msgs/msg/FlexState'),
+    (names.STATE_ESTIMATE, 'flexarm_msgs/msg/FlexState'),
+    (names.JOINT_STATES, 'sensor_msgs/msg/JointState'),
+    (names.EFFORT_COMMANDS, 'std_msgs/msg/Float64MultiArray'),
+    (names.REFERENCE, 'trajectory_msgs/msg/JointTrajectory'),
+    (names.MARKERS, 'visualization_msgs/msg/MarkerArray'),
+    (names.DIAGNOSTICS, 'diagnostic_msgs/msg/DiagnosticArray'),
 )
 STARTUP_QUIET_S = 60.0
 STARTUP_LIMIT_S = 600.0
@@ -127,6 +128,9 @@ def add_parser(sub):
                    help='the controller feeds back the state estimate from this sensor set (the plant models the '
                         'sensors: encoders; + a strain gauge per flexible link; + a tip accelerometer); the summary is '
                         'of the true state (sim.launch.py estimator:=)')
+    p.add_argument('--namespace', default='/',
+                   help='run the arm in this namespace (its topics and services: /<ns>/flexarm/state, ...; several '
+                        'arms share a domain; sim.launch.py namespace:=)')
     p.set_defaults(func=run)
 
 
@@ -175,7 +179,8 @@ def node_specs(args, model=None):
         ctl_extra['command_interface'] = 'position'
     return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
                      shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
-                     estimator=getattr(args, 'estimator', 'none'), plant_arm=getattr(args, 'plant_arm', ''))
+                     estimator=getattr(args, 'estimator', 'none'), namespace=getattr(args, 'namespace', '/'),
+                     plant_arm=getattr(args, 'plant_arm', ''))
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -243,14 +248,14 @@ class RunnerNode:
         self.decoder = FlexStateDecoder(layout)
         self.step_gaps = 0            # states missed (step numbers skipped within a reset segment)
         # states on a thread of their own (ros/hotpath.py): the runner keeps up with a lock-step plant
-        self.hot = HotSubscription(node, FlexState, '/flexarm/state', qos(1000))
+        self.hot = HotSubscription(node, FlexState, names.STATE, qos(1000))
         self.hot_loop = HotLoop(self.hot, self._on_state, 'runner-states')
         self.hot_loop.start()
         self.estimator_diag = {}
         self._rejected_seen = None
         self.pause_client = None
-        self.diag_sub = node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
+        self.diag_sub = node.create_subscription(DiagnosticArray, names.DIAGNOSTICS, self._on_diag, 10)
+        self.pub_ref = node.create_publisher(JointTrajectory, names.REFERENCE, qos(10))
 
     def close(self):
         self.hot_loop.stop()
@@ -282,7 +287,8 @@ class RunnerNode:
                          and sub_qos.reliability == ReliabilityPolicy.RELIABLE)
                         or (pub_qos.durability == DurabilityPolicy.VOLATILE
                             and sub_qos.durability == DurabilityPolicy.TRANSIENT_LOCAL))
-        if topic == '/flexarm/reference':
+        topic = self.node.resolve_topic_name(topic)
+        if topic == self.node.resolve_topic_name(names.REFERENCE):
             return (self.node.get_subscriptions_info_by_topic(topic), self.pub_ref.get_subscription_count(),
                     lambda e: can_match(self.pub_ref.qos_profile, e.qos_profile))
         return (self.node.get_publishers_info_by_topic(topic), self.diag_sub.get_publisher_count(),
@@ -321,17 +327,18 @@ class RunnerNode:
     def pause(self, on: bool) -> str:
         """Pause / resume the plant (/flexarm/pause); '' or what went wrong."""
         if self.pause_client is None:
-            self.pause_client = self.node.create_client(SetBool, '/flexarm/pause')
+            self.pause_client = self.node.create_client(SetBool, names.PAUSE)
+        name = self.node.resolve_service_name(names.PAUSE)
         if not self.pause_client.wait_for_service(timeout_sec=REFERENCE_ACK_S):
-            return 'the plant offers no /flexarm/pause service'
+            return f'the plant offers no {name} service'
         fut = self.pause_client.call_async(SetBool.Request(data=bool(on)))
         deadline = time.monotonic() + REFERENCE_ACK_S
         while not fut.done():
             if time.monotonic() > deadline:
-                return f'/flexarm/pause({on}) not answered'
+                return f'{name}({on}) not answered'
             time.sleep(0.005)
         r = fut.result()
-        return '' if r.success else f'/flexarm/pause({on}): {r.message}'
+        return '' if r.success else f'{name}({on}): {r.message}'
 
     def _on_diag(self, msg):
         for st in msg.status:
@@ -566,25 +573,29 @@ def _run(args, progress, tmpdir):
     # the runner records the plant's states: its layout is the plant's arm
     layout = ArmLayout.of(plant_model, arm_id(plant_path, plant_model.spec.name))
     args._plant_model = plant_model
+    ns = names.namespace(getattr(args, 'namespace', '/'))
+    why = dds_security.refusal()          # security requested where the DDS has none: never run unprotected
+    if why:
+        return _fail(why)
     procs = _Processes(tmpdir)
     executors, spins, composed, nodes = [], [], [], []
     recorder = runner = None
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
-        node = rclpy.create_node('flexarm_runner')
+        node = rclpy.create_node('flexarm_runner', namespace=ns)
         nodes.append(node)
         runner = RunnerNode(node, layout)
         runner.stride = int(round(args.rate / args.control_rate))
         executors.append(default_executor()())
         executors[0].add_node(node)
         if args.record:
-            recorder = Recorder(node, args.record, RECORDED_TOPICS,
+            recorder = Recorder(node, args.record, [(names.resolve(t, ns), m) for t, m in RECORDED_TOPICS],
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
-        names = ', '.join(s.name for s in specs)
+        started = ', '.join(s.name for s in specs)
         if args.attach:
-            progress.line(f'attaching to the running {names}')
+            progress.line(f'attaching to the running {started}')
         elif args.single_process:
-            progress.line(f'starting {names} in this process')
+            progress.line(f'starting {started} in this process')
             composed = _compose(specs, tmpdir)
             nodes.extend(composed)
             for n in composed:
@@ -593,7 +604,7 @@ def _run(args, progress, tmpdir):
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-            progress.line(f'starting {names} ({args.time_mode}, control at {args.control_rate:g} Hz)')
+            progress.line(f'starting {started} ({args.time_mode}, control at {args.control_rate:g} Hz)')
             for s in specs:
                 procs.start(s.name, command(s, tmpdir), env)
         for ex in executors:
@@ -681,15 +692,15 @@ def _drive(args, model, runner, procs, recorder, progress):
     err = _wait_ready(args, runner, procs, progress)
     if err is not None:
         return err
-    others = runner.node.count_publishers('/flexarm/state') - 1
+    others = runner.node.count_publishers(names.STATE) - 1
     if others > 0:
-        return _fail(f'{others} other node(s) publish /flexarm/state in this ROS domain '
+        return _fail(f'{others} other node(s) publish {runner.node.resolve_topic_name(names.STATE)} in this ROS domain '
                      f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}): stop them or use another domain")
     if args.controller != 'none':
         # the reference is published once and acknowledged in the controller's diagnostics: both links must be
         # matched first (discovery)
         deadline = time.monotonic() + STARTUP_QUIET_S
-        for topic in ('/flexarm/reference', '/diagnostics'):
+        for topic in (names.REFERENCE, names.DIAGNOSTICS):
             while not runner.linked(topic, args.controller):
                 if time.monotonic() > deadline:
                     seen = ', '.join(runner.endpoint_nodes(topic)) or 'none'

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import sys
 
+from flexarm_sim.ros import names
 from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list,
                                        float_range, integer, string)
 
@@ -24,10 +25,10 @@ COMMON = {
     'rate': Param(500.0, float_range(lo=0.0, lo_open=True, hi=10000.0),
                   'Hz, the control rate: must equal the plant\'s publish_rates.state (one command per state; the '
                   'laws are designed for this period; the node warns when the states arrive at another rate)'),
-    'state_topic': Param('/flexarm/state', string(),
-                         'the flexarm_msgs/FlexState the law feeds back: /flexarm/state (the plant\'s true state, or '
-                         'the hardware bridge\'s joints) or /flexarm/state_estimate (the state_estimator\'s; '
-                         'estimator:= in the launch files)'),
+    'state_topic': Param(names.STATE, string(),
+                         'the flexarm_msgs/FlexState the law feeds back, relative to the node\'s namespace: '
+                         f'{names.STATE} (the plant\'s true state, or the hardware bridge\'s joints) or '
+                         f'{names.STATE_ESTIMATE} (the state_estimator\'s; estimator:= in the launch files)'),
     'state_timeout': Param(0.1, float_range(lo=0.001, hi=10.0),
                            's (wall) without a fresh /flexarm/state -> stop commanding (the plant\'s watchdog takes '
                            'over)'),
