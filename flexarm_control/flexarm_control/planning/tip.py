@@ -10,7 +10,7 @@ solves a finite-window version of it as an output-error least-squares problem on
     torque tau(t) = sum_b B_b(t) p_b   (cubic B-splines, knot spacing h, per joint) on [t0 - T_pre, t1 + T_post]
     minimise  sum_k |p_tip(t_k) - p_d(t_k)|^2 / s_tip^2          tip path, the whole window
             + |z(t_K) - z_f|^2 / s_z^2 + |z'(t_K)|^2 / s_v^2     rest at the end: no terminal vibration
-            + sum |D2 p|^2 / s_smooth^2                          smooth torque
+            + sum |D2 (p - p_0)|^2 / s_smooth^2                  a smooth correction to the rigid arm's torque p_0
             + sum |q(t_k) - q_d(t_k)|^2 / s_q^2                  (weak) joint path, for outputs fewer than joints
             + penalties beyond 97 % of the effort limits and 95 % of the model's deflection validity
 by Levenberg–Marquardt: the residuals come from `simulate` (one numba call per iteration, the plant's integrator),
@@ -41,8 +41,9 @@ from ..laws.base import rigid_model_of
 
 PRE_ACTUATION_S = 0.5
 POST_ACTUATION_S = 0.5
-KNOT_SPACING_S = 0.03      # torque B-spline knots (content up to ~15 Hz): 0.02 s gives the same tip within 3 %
+KNOT_SPACING_S = 0.03      # torque B-spline knots at most this far apart (De Luca: 0.02 s gives the same tip within 3 %)
 CONVERGED_GAIN = 0.05      # stop when an iteration improves the tip RMS by less than this fraction
+TERMINAL_FACTOR = 0.1      # the terminal state to a tenth of the tip tolerance: no drift after the plan ends
 TORQUE_MARGIN = 0.97          # planned torque at most this fraction of the effort limit
 VALIDITY_MARGIN = 0.95        # planned deflection at most this fraction of the model's validity limit
 
@@ -166,7 +167,8 @@ def plan_move(model, reference, dt, t_start=None, z0=None, zd0=None, pre=PRE_ACT
     pre, post : float
         Seconds of pre-actuation before the move and of post-actuation after it.
     knot_spacing : float, optional
-        Spacing of the torque's B-spline knots (default KNOT_SPACING_S, at least 15 dt).
+        Spacing of the torque's B-spline knots (default `_knot_spacing`: a quarter period of the first clamped mode,
+        within [5 dt, KNOT_SPACING_S]).
     tip_tolerance : float, optional
         s_tip, m (default 1e-4 of the reach).
     max_iterations : int
@@ -234,12 +236,13 @@ def _plan_move(model, reference, dt, t_start, z0, zd0, pre, post, knot_spacing, 
     tau_c = np.array([rigid.inverse_dynamics(Qd[k, 0], Qd[k, 1], Qd[k, 2])
                       - rigid.inverse_dynamics(Qd[k, 0], 0 * Qd[k, 0], 0 * Qd[k, 0]) for k in coarse])
     tau_init = Teq + np.column_stack([np.interp(times, times[coarse], tau_c[:, j]) for j in range(n)])
-    h = knot_spacing or max(15 * dt, KNOT_SPACING_S)
+    h = knot_spacing or _knot_spacing(model, dt)
     Bm = _bspline_basis(times, times[0], times[-1], h)
     nb = Bm.shape[1]
     b0, bw = banded(Bm)
     BtB = Bm.T @ Bm
     P = scipy.linalg.solve(BtB + 1e-12 * np.trace(BtB) / nb * np.eye(nb), Bm.T @ tau_init, assume_a='pos')
+    P_init = P.copy()           # the smoothness term acts on the correction to this (the rigid arm's torque shape)
     nsub = auto_substeps(model, dt)
     stride = lin_stride or max(1, int(round(0.01 / dt)))
     lin_idx = np.arange(0, K + 1, stride)
@@ -250,6 +253,7 @@ def _plan_move(model, reference, dt, t_start, z0, zd0, pre, post, knot_spacing, 
     for j, lm in enumerate(model.link_modes):
         for k in range(lm.n_modes):
             s_z[qi[j] + 1 + k] = s_tip / max(float(np.linalg.norm(model.data.phi_tip[j, :, k])), 1e-9)
+    s_z = s_z * TERMINAL_FACTOR                                   # the end state held tighter than the path
     s_v = s_z / 0.05
     s_smooth = 5e-3 * tau_scale
     s_q = 0.5                                                      # rad: a weak pull to the joint reference
@@ -272,7 +276,7 @@ def _plan_move(model, reference, dt, t_start, z0, zd0, pre, post, knot_spacing, 
     def residuals(P, res, tau):
         e_tip = (res.tip[:, tip_axes] - tip_d[:, tip_axes]) / s_tip
         term = np.concatenate([(res.z[-1] - z_f) / s_z, res.zd[-1] / s_v])
-        smooth = J_smooth @ P.ravel()
+        smooth = J_smooth @ (P - P_init).ravel()
         jq = ((res.z[q_rows][:, qi] - Qd[q_rows, 0]) / s_q).ravel()
         over_t = (np.abs(tau) - TORQUE_MARGIN * eff) / (1e-3 * tau_scale)
         over_v = (res.relative_deflection - VALIDITY_MARGIN * vlim) / 1e-3
@@ -406,6 +410,17 @@ def _plan_move(model, reference, dt, t_start, z0, zd0, pre, post, knot_spacing, 
     z_rest, tau_rest = equilibrium_path(model, Qd[-1:, 0])
     return Plan(float(times[0]), float(dt), res.z.copy(), res.zd.copy(), tau.copy(), res.tip.copy(), tip_d,
                 t0_ref, t1_ref, info, (z_rest[0], tau_rest[0]))
+
+
+def _knot_spacing(model, dt):
+    """The torque's knot spacing: a quarter period of the first clamped-joint elastic mode (the plan must be able to
+    bring it to rest), within [5 dt, KNOT_SPACING_S]. De Luca arm (0.44 Hz): 0.03 s; spatial 3R (18.8 Hz): 0.013 s."""
+    if not np.asarray(model.mode_index).size:
+        return KNOT_SPACING_S
+    from flexarm_sim.model import whole_arm_modes
+    f = whole_arm_modes(model, model.spec.nominal_configuration, free_joints=False).elastic_frequencies_hz
+    h = 0.25 / float(f[0]) if f.size and f[0] > 0 else KNOT_SPACING_S
+    return float(min(max(h, 5 * dt), KNOT_SPACING_S))
 
 
 def _equilibrium_interp(model, Q, coarse):
