@@ -91,6 +91,7 @@ PLAN_ACK_S = 300.0            # s for a planning controller (tip_tracking) to pl
 PLANNING_LEAD_S = 3.0         # s of plant time a planning controller gets before a real-time move starts
 LOST_JOINT_ERROR_RAD = 0.2    # the arm is lost if a joint ends the run farther than this from its target ...
 LOST_PEAK_JOINT_ERROR_RAD = 1.0   # ... or strays farther than this from its reference at any time
+LOST_SETTLE_S = 0.5           # s after the command's end from which the end rule applies
 
 
 def add_parser(sub):
@@ -391,7 +392,8 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
     err = (q - q_ref)[in_run]
     t_end = t_move + move_time
     # the command ends when the reference does, or later: input shaping, a plan's post-actuation (the controller says)
-    t_cmd_end = max(t_end, _num(controller_diag.get('command_end_s')) or t_end)
+    # (a command ending after the run counts as ending with it: nothing after it is measured)
+    t_cmd_end = min(max(t_end, _num(controller_diag.get('command_end_s')) or t_end), t_move + duration)
     Z = np.zeros((t.size, plant_model.n_coords))
     Z[:, plant_model.q_index] = q
     if plant_model.mode_index.size:
@@ -416,28 +418,36 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
     if controller == 'tip_tracking':
         out['plan_time_s'] = _num(controller_diag.get('last_plan_time_s'))
         out['moves_retimed'] = _num(controller_diag.get('moves_retimed'))
-    out['lost'] = _lost(err, q, q_ref, fig)
+    out['lost'] = _lost(err, q, q_ref, t[in_run][-1] - t_cmd_end if err.size else 0.0)
+    out['validity_left'] = _validity_left(fig)
     plot = {'t': t, 't_move': t_move, 'tip': tip, 'tip_desired': tip_d, 'tau': tau, 'relative_deflection': rel}
     return out, plot
 
 
-def _lost(err, q, q_ref, fig) -> str:
-    """Why the arm counts as lost ('' if not): the model's validity left, a joint beyond LOST_PEAK_JOINT_ERROR_RAD
-    of its reference at any time, or farther than LOST_JOINT_ERROR_RAD from its target at the end of the run."""
+def _lost(err, q, q_ref, after_command_s) -> str:
+    """Why the arm counts as lost ('' if not): a joint beyond LOST_PEAK_JOINT_ERROR_RAD of its reference at any
+    time, or, in a run lasting LOST_SETTLE_S beyond the end of the command, farther than LOST_JOINT_ERROR_RAD from its
+    target at the end (a run stopped mid-move is judged by the peak rule only)."""
     why = []
-    if fig.get('model_valid') is False:
-        worst = fig['max_deflection_over_length']
-        j = int(np.argmax(worst))
-        why.append(f'link {j} deflected {100 * worst[j]:.1f} % of its length, beyond the model\'s validity')
     if err.size:
         peak = np.abs(err).max(axis=0)
         final = np.abs(q[-1] - q_ref[-1])
         for j in range(peak.size):
             if peak[j] > LOST_PEAK_JOINT_ERROR_RAD:
                 why.append(f'joint {j} strayed {peak[j]:.3g} rad from its reference')
-            elif final[j] > LOST_JOINT_ERROR_RAD:
+            elif after_command_s >= LOST_SETTLE_S and final[j] > LOST_JOINT_ERROR_RAD:
                 why.append(f'joint {j} ended {final[j]:.3g} rad from its target')
     return '; '.join(why)
+
+
+def _validity_left(fig) -> str:
+    """Why the run's figures are not physics ('' if they are): a link deflected beyond the model's validity
+    (flexarm_sim.model.validity: small deflections, the assumed-modes reduction's premise)."""
+    if fig.get('model_valid') is not False:
+        return ''
+    worst = fig['max_deflection_over_length']
+    j = int(np.argmax(worst))
+    return f'link {j} deflected {100 * worst[j]:.1f} % of its length, beyond the model\'s validity'
 
 
 def _num(v):
@@ -829,6 +839,9 @@ def _drive(args, model, runner, procs, recorder, progress):
         print(json.dumps(summary))
     else:
         _print_summary(summary)
+    if summary['validity_left']:
+        print(f'flexarm run: WARNING: {summary["validity_left"]}; the figures above are outside what the model '
+              f'describes', file=sys.stderr)
     if summary['lost']:
         print(f'flexarm run: the arm was lost: {summary["lost"]}', file=sys.stderr)
         return LOST_EXIT_CODE
