@@ -279,3 +279,18 @@ def test_controller_killed_mid_move_the_plant_watchdog_decides(deluca, action):
         assert moved < 0.4 and rate < 0.05, (moved, rate)
     else:
         assert moved > 0.5 or rate > 0.2, (moved, rate)
+
+
+def test_states_beyond_the_hold_design_leave_the_arm_to_the_drives_hold(deluca):
+    """States 40 ms old (beyond design_delay, 30 ms): the controller yields — it stops commanding — and the plant's
+    command watchdog holds the arm where it is: 3 s later it creeps at < 0.1 rad/s (coasting: ~1 rad/s), not lost."""
+    L = Loop(deluca, 'modal')
+    L.move(0.5)
+    L.run(4.0, delay=lambda t: 0.040 if t >= 1.0 else 0.002)
+    assert L.rt.safe.yields == 1 and L.rt.safe.yielding
+    assert L.plant.watchdog_hold.engaged
+    a = L.array()
+    rate = np.max(np.abs(np.diff(a[-200:, 1:3], axis=0))) / L.dt
+    assert rate < 0.1 and L.peak_tip() < 0.3, (rate, L.peak_tip())          # measured 0.058 rad/s, 0.22 m
+    level, message, values = L.rt.diagnostics(stale=False)
+    assert level == 'warn' and values['safe_mode_not_commanding'] is True

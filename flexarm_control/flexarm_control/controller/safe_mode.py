@@ -39,7 +39,13 @@ The supervisor (`SafeMode`) per state:
     counted, and counted as late;
   * late (older than max_state_age, or periods skipped since the previous state): `trigger_count` in a row switch to
     the safe mode;
-  * in the safe mode a state older than design_delay is beyond what the hold law is designed for: not acted on;
+  * in the safe mode, `trigger_count` states in a row older than design_delay, or fewer states in the last
+    YIELD_WINDOW_S than one per YIELD_GAP_FACTOR x design_period (single longer gaps are commands held longer, which
+    the soft hold loop rides through as transients; a state rate that low for a second is not), are beyond what the
+    hold law is designed for: the controller stops commanding ("yields"), so the drives' command watchdog (the plant's
+    `watchdog.action` hold, the bridge's) holds the arm — a drive-level loop, undelayed, which also damps the modes
+    the hold law leaves alone — until `recover_time` of states within that envelope bring the hold law back
+    (returning from the current state; a plant waiting for its first command publishes every 50 ms: within it);
   * `recover_time` of states on time switch back to the normal law (its integrators reset).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the
@@ -78,6 +84,9 @@ RATE_FACTOR = 3.0                    # x the velocity limit: an implausible join
 DEFLECTION_LIMIT = 0.5               # x the link length: an implausible (linearized) tip deflection
 JUMP_WINDOW_S = 0.25                 # s: consecutive states closer than this must be joined by a possible motion
 STATS_WINDOW = 2000                  # states in the rolling age / interval statistics
+WARN_EVERY_S = 2.0                   # s of state time between two warnings of implausible states
+YIELD_WINDOW_S = 1.0                 # s: the window over which the safe mode's state rate is judged
+YIELD_GAP_FACTOR = 2.0               # states fewer than one per this x design_period in the window: the safe mode yields
 
 
 # ---------------------------------------------------------------------------------------------- the analysis
@@ -575,6 +584,12 @@ class SafeMode:
         self._t_entered = None
         self.on_switch = None              # callback(new_mode, t): the runtime's designer hooks
         self._fade = None                  # (the previous law, switch time): bumpless transfer
+        self.yielding = False              # in the safe mode, beyond the hold law's envelope: not commanding
+        self.yields = 0
+        self._window = collections.deque()           # stamps of the states of the last YIELD_WINDOW_S
+        self._old_run = 0
+        self._t_within = None
+        self._t_warned = None
 
     @property
     def active(self) -> bool:
@@ -588,7 +603,9 @@ class SafeMode:
         if why:
             self.implausible += 1
             self.last_implausible = why
-            self.log('warn', f'implausible state not acted on: {why} ({self.implausible} so far)')
+            if self._t_warned is None or not 0.0 <= t - self._t_warned < WARN_EVERY_S:
+                self._t_warned = t
+                self.log('warn', f'implausible state not acted on: {why} ({self.implausible} so far)')
             self._late(t, z, zd, f'implausible state: {why}', act=False)
             return None
         late = age > self.max_state_age or skipped > 0
@@ -604,7 +621,35 @@ class SafeMode:
                     self._t_on_time = t
                 elif t - self._t_on_time >= self.recover_time:
                     self._switch(NORMAL, t, z, zd, 'states on time again')
-        if self.mode == SAFE and age > self.hold.envelope.max_delay:
+        self._window.append(t)
+        while self._window and self._window[0] < t - YIELD_WINDOW_S:
+            self._window.popleft()
+        if self.mode == SAFE:
+            env = self.hold.envelope
+            self._old_run = self._old_run + 1 if age > env.max_delay else 0
+            beyond = ''
+            if self._old_run >= self.trigger_count:
+                beyond = f'{self._old_run} states older than {1e3 * env.max_delay:g} ms'
+            elif self._t_entered is not None and t - self._t_entered >= YIELD_WINDOW_S and \
+                    len(self._window) * YIELD_GAP_FACTOR * env.max_period < YIELD_WINDOW_S:
+                beyond = f'{len(self._window)} states in the last {YIELD_WINDOW_S:g} s'
+            if beyond:
+                self._t_within = None
+                if not self.yielding:
+                    self.yielding = True
+                    self.yields += 1
+                    self.log('warn', f'safe mode: {beyond}, beyond what the hold law is designed for '
+                                     f'({1e3 * env.max_delay:g} ms of age, {1e3 * env.max_period:g} ms periods): not '
+                                     'commanding, the drives\' command watchdog holds the arm')
+            elif self.yielding:
+                if self._t_within is None:
+                    self._t_within = t
+                elif t - self._t_within >= self.recover_time:
+                    self.yielding = False
+                    self._pending_replan = True
+                    self.log('info', 'states within the hold law\'s design again: hold law, returning to the '
+                                     'reference from the current state')
+        if self.mode == SAFE and self.yielding:
             self.too_old += 1
             return None
         if self._t_last_acted is not None and t > self._t_last_acted:
@@ -650,6 +695,7 @@ class SafeMode:
         in_loop = self._t_last_acted is not None and t - self._t_last_acted <= self.hold.envelope.max_period
         self._fade = (self.law if mode == SAFE else self.hold, t, self.refs.blend) if in_loop else None
         self.mode = mode
+        self.yielding = False
         self._t_on_time = None
         self._late_run = 0
         self.replan(t, z, zd)
@@ -699,7 +745,8 @@ class SafeMode:
                     max(0.0, self._t_last_acted - self._t_entered)
                     if self._t_entered is not None and self._t_last_acted is not None else 0.0),
                 'late_states': self.late_states, 'states_implausible': self.implausible,
-                'last_implausible': self.last_implausible, 'states_too_old_for_hold': self.too_old,
+                'last_implausible': self.last_implausible, 'safe_mode_not_commanding': self.yielding,
+                'safe_mode_yields': self.yields, 'states_not_acted_on': self.too_old,
                 'max_state_age_ms': 1e3 * self.max_age_seen,
                 'state_age_p99_ms': 1e3 * float(np.percentile(ages, 99)),
                 'state_interval_p99_ms': 1e3 * float(np.percentile(gaps, 99)),
