@@ -125,3 +125,86 @@ class Loop:
     def q_at(self, t):
         a = self.array()
         return a[np.searchsorted(a[:, 0], t), 1:1 + self.model.n_joints]
+
+
+class EstimatorLoop:
+    """The plant with the sensors of a sensor set (as sim.launch.py estimator:= configures them: every sensor at the
+    control rate), the state estimator woken when a joint reading arrives — or, after a stall, later — and the modal
+    law on the TRUE state (so the estimator alone is under test). Each command reaches the plant `jitter` after its
+    state, uniformly within (0.5, 3.5) ms: it acts from somewhere within a period, as over DDS.
+
+    `delivery`: 'all' (every reading queued, as the node's subscriptions with depth > 1) or 'newest' (depth 1: only
+    the newest reading of each sensor at a wake-up, the node before issue 28)."""
+
+    def __init__(self, model, sensor_set, seed=1, estimator=None):
+        from flexarm_control.estimation import config as econfig
+        from flexarm_control.estimation.runtime import EstimatorRuntime
+        from flexarm_sim.sensors import preset_values
+        pre = preset_values(model, sensor_set)
+        pv = dict(pconfig.TABLE.defaults(), **{k: v for k, v in pre.items() if k != 'sensors.strain.gauges'})
+        if pre['sensors.strain.gauges']:
+            pv['sensors.strain.gauges'] = pre['sensors.strain.gauges']
+        pv.update({'publish_rates.joint_states': 500.0, 'sensors.strain.rate': 500.0,
+                   'sensors.accelerometer.rate': 500.0})
+        self.plant = PlantRuntime(model, pconfig.resolved(pv, model))
+        ev = dict(econfig.TABLE.defaults(), rate=500.0, input='measured_effort',
+                  **{'sensors.accelerometer.enabled': pre['sensors.accelerometer.enabled']})
+        if pre['sensors.strain.gauges']:
+            ev['sensors.strain.gauges'] = pre['sensors.strain.gauges']
+        ev.update(estimator or {})
+        self.est = EstimatorRuntime(model, ev)
+        self.rt = ControllerRuntime('modal', model, dict(cconfig.TABLES['modal'].defaults(), rate=500.0))
+        self.rt.law.design_on_demand = True
+        self.rt.safe_mode_applies = False
+        self.model = model
+        self.rng = np.random.default_rng(seed)
+        self.max_sigma = collections.defaultdict(float)
+        self.modal_error = []
+
+    def run(self, duration, stall_probability=0.0, stall_mean=0.05, delivery='all', move=(0.5, MOVE[0], MOVE[1])):
+        p, est, model = self.plant, self.est, self.model
+        qi = np.asarray(model.q_index)
+        q0 = p.core.z[qi].copy()
+        self.rt.hold(p.core.z, 0.0)
+        self.rt.law.references.set(PointToPoint(q0, q0 + move[1], move[2], move[0]), 0.0)
+        tau = np.zeros(model.n_joints)
+        pending = collections.deque()
+        inbox = {'strain': [], 'accel': [], 'joints': []}
+        feed = {'strain': est.strain, 'accel': est.accel}
+        next_wake, k = 0.0, 0
+        while p.plant_time < duration - 1e-12:
+            t = p.plant_time
+            while pending and pending[0][0] <= t + 1e-12:
+                p.gate.submit(pending.popleft()[1], t)
+            p.watchdog_state = p.gate.torque(t, tau)
+            p._watchdog_action(tau)
+            assert p._advance(tau)
+            k += 1
+            t = p.plant_time
+            s = p.sensors.sample(p.total_steps, p.core.z, p.core.zd, p.core.tau, p.core.step_index,
+                                 int(round(t * 1e9)))
+            if s is not None:
+                for key, value in (('strain', s.strain), ('accel', s.accel), ('joints', s.joints)):
+                    if value is not None:
+                        inbox[key].append((t, value))
+            if t + 1e-12 >= next_wake and inbox['joints']:
+                for key in ('strain', 'accel', 'joints'):
+                    got = inbox[key] if delivery == 'all' else inbox[key][-1:]
+                    inbox[key] = []
+                    for ts, value in got:
+                        if key == 'joints':
+                            est.joints(ts, *value)
+                            est.tick(ts)
+                        else:
+                            feed[key](ts, value)
+                for key, tr in est.tracks.items():
+                    self.max_sigma[key] = max(self.max_sigma[key], tr.max_sigma)
+                    tr.max_sigma = 0.0
+                if est.filter.initialized:
+                    self.modal_error.append((est.filter.z - p.core.z)[model.mode_index])
+                stalled = self.rng.random() < stall_probability
+                next_wake = t + (self.rng.exponential(stall_mean) if stalled else 0.0)
+            if k % 2 == 0:
+                u = self.rt.on_state(p.core.z.copy(), p.core.zd.copy(), t, 0.002)
+                pending.append((t + self.rng.uniform(0.0005, 0.0035), u))
+        return self

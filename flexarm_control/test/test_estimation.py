@@ -18,6 +18,8 @@ from flexarm_sim.model import load_model
 from flexarm_sim.plant import config as pconfig
 from flexarm_sim.sensors import SensorConfig, preset_values
 
+from loop_harness import EstimatorLoop
+
 ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
 RATE = 500.0
 
@@ -261,3 +263,57 @@ def test_closed_loop_with_the_estimator_is_reproducible(deluca):
     a, _ = _readings_run(deluca, None, duration=0.6)
     b, _ = _readings_run(deluca, None, duration=0.6)
     assert np.array_equal(a.z, b.z) and np.array_equal(a.z_hat, b.z_hat) and np.array_equal(a.tau, b.tau)
+
+
+# ---------------------------------------------------------------------------------------------- real time (issue 28)
+def test_measured_effort_is_the_torque_over_the_encoder_period(deluca):
+    """The plant's measured torque (sensors.encoders.enabled) is the mean over the loop steps since the previous
+    encoder sample: a command that arrives after the first of two 1 ms steps is weighed by half."""
+    from flexarm_sim.plant.runtime import PlantRuntime
+    pre = preset_values(deluca, 'encoders')
+    pv = pconfig.resolved(dict(pconfig.TABLE.defaults(), **{k: v for k, v in pre.items()
+                                                            if k != 'sensors.strain.gauges'},
+                               **{'publish_rates.joint_states': 500.0}), deluca)
+    p = PlantRuntime(deluca, pv)
+    out = []
+    for k, u in enumerate(([0.2, -0.1], [0.2, -0.1], [0.6, 0.3], [0.6, 0.3], [0.6, 0.3], [0.0, 0.0])):
+        p.core.advance(np.array(u))
+        s = p.sensors.sample(k + 1, p.core.z, p.core.zd, p.core.tau, k + 1, 0)
+        if s is not None and s.joints is not None:
+            out.append(s.joints[2])
+    assert np.allclose(out, [[0.2, -0.1], [0.6, 0.3], [0.3, 0.15]])
+
+
+def test_a_reading_is_fused_at_its_stamp_and_a_late_one_counted(deluca):
+    """Readings are queued in stamp order (one reordered in transport goes to its place) and fused at their own
+    stamps; one stamped at or before an instant already estimated is dropped and counted as late."""
+    _, est = setup(deluca, 'strain')
+    est.joints(0.0, np.zeros(2), None, np.zeros(2))
+    est.tick(0.0)
+    y = np.zeros(2)
+    for ts in (0.004, 0.002):
+        assert est.strain(ts, y)[0]
+    assert [r[0] for r in est.tracks['strain'].queue] == [0.002, 0.004]
+    est.joints(0.004, np.zeros(2), None, np.zeros(2))
+    est.tick(0.004)
+    assert not est.tracks['strain'].queue and est.tracks['strain'].late == 0
+    assert est.tracks['strain'].n_sigma == 2                      # both fused
+    est.strain(0.003, y)                                          # older than the estimate at 0.004
+    est.joints(0.006, np.zeros(2), None, np.zeros(2))
+    est.tick(0.006)
+    assert est.tracks['strain'].late == 1
+
+
+@pytest.mark.parametrize('sensor_set', ['encoders', 'strain'])
+def test_stalled_estimator_keeps_its_innovations_small_fusing_every_reading(deluca, sensor_set):
+    """Issue 28 (real time at load 3: 'strain gauges: innovation 23.7 standard deviations', 49 resets): an estimator
+    process descheduled now and then (20 % of its wake-ups stall, exponential with a 50 ms mean) while the standard
+    move runs and commands reach the plant anywhere within a period. Fusing every reading at its stamp, each period
+    predicted with its own measured torque: no reset and innovations below 6 standard deviations (measured 2.2
+    encoders, 3.6 strain); fusing only the newest reading at a wake-up (depth-1 queues, the node before): they reach
+    the reset bound (measured 21 sigma and 1 reset from the encoders, 24 sigma and 3 resets with strain gauges)."""
+    good = EstimatorLoop(deluca, sensor_set).run(3.5, stall_probability=0.2, delivery='all')
+    assert good.est.resets == 0 and max(good.max_sigma.values()) < 6.0, dict(good.max_sigma)
+    bad = EstimatorLoop(deluca, sensor_set).run(3.5, stall_probability=0.2, delivery='newest')
+    assert max(bad.max_sigma.values()) > 2.0 * max(good.max_sigma.values()), (dict(bad.max_sigma),
+                                                                            dict(good.max_sigma))
