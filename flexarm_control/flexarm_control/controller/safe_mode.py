@@ -46,7 +46,9 @@ The supervisor (`SafeMode`) per state:
     `watchdog.action` hold, the bridge's) holds the arm — a drive-level loop, undelayed, which also damps the modes
     the hold law leaves alone — until `recover_time` of states within that envelope bring the hold law back
     (returning from the current state; a plant waiting for its first command publishes every 50 ms: within it);
-  * `recover_time` of states on time switch back to the normal law (its integrators reset).
+  * `recover_time` of states on time switch back to the normal law (its integrators reset) once the hold law has
+    brought the arm back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most
+    RETURN_SETTLE_S later).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the
 stiffest modes) — unless the previous law was not in the loop (no state answered for longer than design_period: the
@@ -79,6 +81,8 @@ SEARCH_STEPS = 16                    # golden-section steps on log(authority)
 BLEND_MIN_S = 0.25                   # s, shortest return to the reference
 RETURN_RAMP_S = 0.5                  # s: a return's acceleration is at most return_speed / RETURN_RAMP_S
 SWITCH_FADE_S = 0.2                  # s: after a switch of law the torque fades from the old law's to the new one's
+RETURN_TOLERANCE = 0.02              # rad: the hold law has brought the arm back when it is this close to the reference
+RETURN_SETTLE_S = 3.0                # s after a return's end the normal law takes over anyway
 JOINT_MARGIN = 0.5                   # rad beyond the joint limits: an implausible angle
 RATE_FACTOR = 3.0                    # x the velocity limit: an implausible joint rate
 DEFLECTION_LIMIT = 0.5               # x the link length: an implausible (linearized) tip deflection
@@ -619,8 +623,10 @@ class SafeMode:
             if self.mode == SAFE:
                 if self._t_on_time is None:
                     self._t_on_time = t
-                elif t - self._t_on_time >= self.recover_time:
+                elif t - self._t_on_time >= self.recover_time and self._returned(t, z, zd):
                     self._switch(NORMAL, t, z, zd, 'states on time again')
+        if self._window and t > self._window[-1]:
+            self._gaps.append(t - self._window[-1])
         self._window.append(t)
         while self._window and self._window[0] < t - YIELD_WINDOW_S:
             self._window.popleft()
@@ -652,8 +658,6 @@ class SafeMode:
         if self.mode == SAFE and self.yielding:
             self.too_old += 1
             return None
-        if self._t_last_acted is not None and t > self._t_last_acted:
-            self._gaps.append(t - self._t_last_acted)
         self._t_last_acted = t
         if self.mode == SAFE:
             if self._pending_replan:       # entered on implausible states: the return starts from this one
@@ -701,6 +705,21 @@ class SafeMode:
         self.replan(t, z, zd)
         if self.on_switch is not None:
             self.on_switch(mode, t)
+
+    def _returned(self, t, z, zd) -> bool:
+        """Has the hold law brought the arm back (its return ended, the arm within RETURN_TOLERANCE of the reference,
+        or RETURN_SETTLE_S after the return's end)? The normal law takes over an arm on its reference: pd_servo's
+        soft joint gains (elbow kp ~0.004 N m/rad at 500 Hz) would not bring it back themselves."""
+        if self.yielding:
+            return True                    # nothing was being returned: the drives hold the arm
+        b = self.refs.blend
+        if b is not None and t < b.end_time:
+            return False
+        if b is not None and t >= b.end_time + RETURN_SETTLE_S:
+            return True
+        q, _ = self.hold.slow_joints(z, zd)
+        q_r = np.asarray(self.hold.reference.sample(t)[0], float)
+        return float(np.max(np.abs(q - q_r))) <= RETURN_TOLERANCE
 
     def bumpless(self, t, z, zd, tau):
         """The torque to apply: tau (the active law's) while no switch fades, else (1 - w) of the previous law's —
