@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from flexarm_control.controller.safe_mode import (BLEND_MIN_S, Blend, BlendedReferences, Envelope, SafeHoldLaw,
-                                                  StateCheck, blend_time, design_hold, sampled_delayed_loop,
-                                                  spectral_radius)
+from flexarm_control.controller.safe_mode import (BLEND_MIN_S, FILTER_S, Blend, BlendedReferences, Envelope,
+                                                  SafeHoldLaw, StateCheck, blend_time, design_hold,
+                                                  sampled_delayed_loop, spectral_radius)
 from flexarm_control.laws import Hold, PDServo
 from flexarm_sim.model import linearize, load_model
 from flexarm_sim.model.equilibrium import static_equilibrium
@@ -28,10 +28,12 @@ def deluca():
     return load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
 
 
-def _lifted_loop(A, B, K, T, d, sub=40):
+def _lifted_loop(A, B, K, T, d, sub=40, filter_s=0.0):
     """Second formulation of the sampled, delayed loop: the state over one period integrated in `sub` equal steps
-    of e^{A h} (each input held over the steps it covers), with the pending commands as explicit history. Returns
-    the transition matrix on (x, the inputs still to be applied)."""
+    of e^{A h} (each input held over the steps it covers), with the pending commands as explicit history and the
+    command low-passed (u_k = a u_{k-1} - (1 - a) K x_k, a = e^{-T / filter_s}). Returns the transition matrix on
+    (x, the commands still to be applied)."""
+    a = math.exp(-T / filter_s) if filter_s > 0 else 0.0
     h = T / sub
     n, m = B.shape
     M = np.zeros((n + m, n + m))
@@ -46,7 +48,7 @@ def _lifted_loop(A, B, K, T, d, sub=40):
         v = np.zeros(dim)
         v[col] = 1.0
         x, hist = v[:n].copy(), [v[n + i * m:n + (i + 1) * m] for i in range(L)]   # hist[i] = u_{k-1-i}
-        u_new = -K @ x
+        u_new = a * hist[0] - (1.0 - a) * (K @ x)
         for s in range(sub):
             # which command acts in sub-step s: the one computed `lag` sub-steps earlier
             age = lag - s                        # > 0: computed before this period
@@ -69,9 +71,10 @@ def test_the_delayed_loop_matrix_agrees_with_a_second_formulation(deluca):
     A, B = linearize(deluca, z_eq, tau_eq).state_space()
     d = design_hold(deluca, [0.5, 0.8], ENVELOPE)
     for T, delay in ((0.01, 0.0), (0.01, 0.005), (0.01, 0.025), (0.002, 0.006)):
-        r1 = spectral_radius(sampled_delayed_loop(A, B, d.K, T, delay))
-        r2 = spectral_radius(_lifted_loop(A, B, d.K, T, delay, sub=20))
-        assert r1 == pytest.approx(r2, abs=1e-9), (T, delay)
+        for filter_s in (0.0, FILTER_S):
+            r1 = spectral_radius(sampled_delayed_loop(A, B, d.K, T, delay, filter_s))
+            r2 = spectral_radius(_lifted_loop(A, B, d.K, T, delay, sub=20, filter_s=filter_s))
+            assert r1 == pytest.approx(r2, abs=1e-9), (T, delay, filter_s)
 
 
 def test_joint_pd_cannot_hold_the_de_luca_elbow_behind_a_delay(deluca):
@@ -98,10 +101,10 @@ def test_joint_pd_cannot_hold_the_de_luca_elbow_behind_a_delay(deluca):
 
 @pytest.mark.parametrize('arm', ['deluca_two_link', 'slewing_beam', 'spatial_3r', 'rigid_puma3'])
 def test_hold_design_is_stable_over_its_envelope_on_the_full_model(arm):
-    """The hold law on the full linearized arm (every mode), sampled and delayed at every point of its envelope: the
-    controlled modes decay (the design's worst decay rate > 0), and the modes it leaves alone keep their open-loop
-    poles — the modal filter neither sees nor moves them (spectral radius 1 for the undamped De Luca arm, never
-    more)."""
+    """The hold law (with its feedback low-pass) on the full linearized arm (every mode), sampled and delayed at every
+    point of its envelope: the controlled modes decay (the design's worst decay rate > 0), and the modes it leaves
+    alone keep their open-loop poles — the modal filter neither sees nor moves them (spectral radius 1 for the
+    undamped De Luca arm, never more)."""
     model = load_model(os.path.join(ARMS, f'{arm}.yaml'))
     rng = np.random.default_rng(3)
     lo = np.array([j.position_limits[0] for j in model.spec.joints])
@@ -115,7 +118,7 @@ def test_hold_design_is_stable_over_its_envelope_on_the_full_model(arm):
     fast = s_ol[np.abs(s_ol.imag) > ENVELOPE.cut_frequency]      # the modes left alone: open-loop poles
     assert fast.size == 2 * d.uncontrolled_hz.size
     for T, delay in ENVELOPE.points():
-        ev = np.linalg.eigvals(sampled_delayed_loop(A, B, d.K, T, delay))
+        ev = np.linalg.eigvals(sampled_delayed_loop(A, B, d.K, T, delay, FILTER_S))
         assert np.max(np.abs(ev)) <= 1.0 + 1e-7, (T, delay)
         for s in fast:                                              # each is still a pole of the closed loop
             assert np.min(np.abs(ev - np.exp(s * T))) < 1e-6, (T, delay, s)
@@ -247,7 +250,7 @@ def test_controller_stopped_2s_mid_move_plant_holds_then_the_arm_returns(deluca)
     assert np.max(np.abs(a[during, 1:3] - L.q_at(1.75))) < 0.6
     assert L.rt.safe_mode_entries == 1 and not L.rt.safe_mode
     assert L.final_error() <= 0.05, L.final_error()
-    assert L.largest_command_step(after=3.75) < 0.05       # measured 0.018 N m (a re-plan's jump: 0.27)
+    assert L.largest_command_step(after=3.75) < 0.05       # measured 0.006 N m (a re-plan's jump: 0.27)
 
 
 def test_plant_restart_the_arm_is_brought_back(deluca):
@@ -260,7 +263,7 @@ def test_plant_restart_the_arm_is_brought_back(deluca):
     assert L.rt.safe_mode_entries == 1 and not L.rt.safe_mode
     assert L.final_error() <= 0.05, L.final_error()
     assert L.peak_tip() < 0.3
-    assert L.largest_command_step(after=3.75) < 0.05       # measured 0.014 N m
+    assert L.largest_command_step(after=3.75) < 0.05       # measured 0.012 N m
 
 
 @pytest.mark.parametrize('action', ['hold', 'zero_torque'])
@@ -294,3 +297,29 @@ def test_states_beyond_the_hold_design_leave_the_arm_to_the_drives_hold(deluca):
     assert rate < 0.1 and L.peak_tip() < 0.3, (rate, L.peak_tip())          # measured 0.058 rad/s, 0.22 m
     level, message, values = L.rt.diagnostics(stale=False)
     assert level == 'warn' and values['safe_mode_not_commanding'] is True
+
+
+@pytest.mark.parametrize('seed', [0, 5])
+def test_a_controller_stalled_at_random_never_loses_the_arm(deluca, seed):
+    """The controller as a loaded machine runs it (in plant time, seeded): stalls every 0.3 s on average of 60 ms mean
+    (exponential: some beyond the plant's 0.2 s command timeout, whose hold then takes over), 1 % of the states acted
+    on 5-30 ms old. The standard move ends within 0.1 rad (measured 0.001-0.081 over seeds 0-5: what remains is the
+    undamped 29 Hz elbow mode, which the hold law leaves alone) and the end effector's deflection stays below 0.4 m
+    (0.20-0.34 m; the undelayed run's peak 0.23 m)."""
+    rng = np.random.default_rng(seed)
+    stalls, t = [], 0.0
+    while t < 10.0:
+        t += rng.exponential(0.3)
+        stalls.append((t, t + rng.exponential(0.06)))
+    ages = {}
+
+    def delay(t):
+        k = int(t * 500)
+        if k not in ages:
+            ages[k] = 0.001 if rng.random() < 0.99 else rng.uniform(0.005, 0.03)
+        return ages[k]
+    L = Loop(deluca, 'modal')
+    L.move(0.5)
+    L.run(8.0, delay=delay, stopped=lambda t: any(a <= t < b for a, b in stalls))
+    assert L.final_error() < 0.1 and L.peak_tip() < 0.4, (L.final_error(), L.peak_tip())
+    assert np.all(np.abs(L.array()[:, 1:3]) < math.pi - 0.05)

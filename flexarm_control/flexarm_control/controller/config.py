@@ -43,9 +43,11 @@ COMMON = {
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
                                      '2 periods'),
-    'safe_mode.trigger_count': Param(3, integer(lo=1, hi=1000),
-                                     'consecutive late states (or skipped periods) that switch to the safe mode'),
-    'safe_mode.recover_time': Param(0.5, float_range(lo=0.0, hi=60.0),
+    'safe_mode.trigger_count': Param(1, integer(lo=1, hi=1000),
+                                     'consecutive late states (or skipped periods) that switch to the safe mode (1: '
+                                     'the first; a law designed for one period, held longer behind a stall, pumps '
+                                     'the stiffest modes, which the hold law leaves alone)'),
+    'safe_mode.recover_time': Param(1.0, float_range(lo=0.0, hi=60.0),
                                     's of states on time before the normal law resumes'),
     'safe_mode.design_period': Param(0.05, float_range(lo=0.0, lo_open=True, hi=1.0),
                                      's: the longest interval between states (a command held) the safe mode\'s hold '

@@ -21,12 +21,17 @@ deflection at q_s), zd_r = (qd_d, 0); tau_ff the rigid-body inverse dynamics of 
      fed back (modal filter: the gain acts on Phi_c^T M z only), so the loop cannot destabilize them — their
      closed-loop poles are their open-loop ones (|lambda| = 1 for the undamped De Luca arm, its own damping else);
   3. a continuous LQR on the controlled modal coordinates: joint angles weighted 1/DQ^2 (their controlled part),
-     elastic energy (w^2 eta^2 + eta'^2) / ENERGY_REF, torque 1/(a tau_max)^2 with the authority a;
+     elastic energy (w^2 eta^2 + eta'^2) / ENERGY_REF, torque 1/(a tau_max)^2 with the authority a; the feedback
+     torque is low-passed (time constant FILTER_S, over the time that really passed between two states): behind a
+     stall the arm has moved and the next feedback would step by it, and a torque step kicks the modes left alone
+     (undamped in the De Luca model: in process, random stalls rang the elbow's 29 Hz mode up to 0.25 rad without
+     the low-pass, 0.03-0.1 with it);
   4. the authority a (a fraction of each joint's effort limit) maximizes the worst decay rate over the envelope:
      for every state period T and age d of the envelope (a grid of ENVELOPE_GRID x ENVELOPE_GRID points from
      (1/rate, 0) to (design_period, design_delay)), the sampled loop with the delay — x_{k+1} = Phi x_k +
      G_old u_{k-m-1} + G_new u_{k-m}, d = m T + f, G_old = e^{A(T-f)} int_0^f e^{As} ds B, G_new = int_0^{T-f}
-     e^{As} ds B, augmented with the inputs held — must have spectral radius rho < 1, and its decay rate
+     e^{As} ds B, augmented with the inputs held and the low-pass — must have spectral radius rho < 1, and its decay
+     rate
      -ln(rho) / T is what is maximized (golden-section search on log a, `choose_authority`). A cell whose loop
      is not stable over the envelope is not used (`HoldDesign.stable`).
 Gains are scheduled on the reference configuration on a grid (`schedule_step`) and interpolated multilinearly (no
@@ -39,7 +44,7 @@ The supervisor (`SafeMode`) per state:
     counted, and counted as late;
   * late (older than max_state_age, or periods skipped since the previous state): `trigger_count` in a row switch to
     the safe mode;
-  * in the safe mode, `trigger_count` states in a row older than design_delay, or fewer states in the last
+  * in the safe mode, YIELD_COUNT states in a row older than design_delay, or fewer states in the last
     YIELD_WINDOW_S than one per YIELD_GAP_FACTOR x design_period (single longer gaps are commands held longer, which
     the soft hold loop rides through as transients; a state rate that low for a second is not), are beyond what the
     hold law is designed for: the controller stops commanding ("yields"), so the drives' command watchdog (the plant's
@@ -81,6 +86,7 @@ SEARCH_STEPS = 16                    # golden-section steps on log(authority)
 BLEND_MIN_S = 0.25                   # s, shortest return to the reference
 RETURN_RAMP_S = 0.5                  # s: a return's acceleration is at most return_speed / RETURN_RAMP_S
 SWITCH_FADE_S = 0.2                  # s: after a switch of law the torque fades from the old law's to the new one's
+FILTER_S = 0.02                      # s: time constant of the hold law's low-pass on its feedback torque
 RETURN_TOLERANCE = 0.02              # rad: the hold law has brought the arm back when it is this close to the reference
 RETURN_SETTLE_S = 3.0                # s after a return's end the normal law takes over anyway
 JOINT_MARGIN = 0.5                   # rad beyond the joint limits: an implausible angle
@@ -90,6 +96,7 @@ JUMP_WINDOW_S = 0.25                 # s: consecutive states closer than this mu
 STATS_WINDOW = 2000                  # states in the rolling age / interval statistics
 WARN_EVERY_S = 2.0                   # s of state time between two warnings of implausible states
 YIELD_WINDOW_S = 1.0                 # s: the window over which the safe mode's state rate is judged
+YIELD_COUNT = 3                      # states in a row older than design_delay: the safe mode yields
 YIELD_GAP_FACTOR = 2.0               # states fewer than one per this x design_period in the window: the safe mode yields
 
 
@@ -114,8 +121,9 @@ def delayed_discretization(A, B, T, d):
     return m, Phi, G_new, E_new @ G_f
 
 
-def closed_loop_matrix(disc, K):
-    """The transition matrix of the sampled, delayed loop u_k = -K x_k (delayed_discretization), on the state
+def closed_loop_matrix(disc, K, a=0.0):
+    """The transition matrix of the sampled, delayed loop (delayed_discretization) with the controller
+    u_k = a u_{k-1} - (1 - a) K x_k (a first-order low-pass of the feedback; a = 0: u_k = -K x_k), on the state
     (x_k, u_{k-1}, ..., u_{k-m-1})."""
     m, Phi, G_new, G_old = disc
     nx, nu = G_new.shape
@@ -123,20 +131,24 @@ def closed_loop_matrix(disc, K):
     F = np.zeros((nx + L * nu, nx + L * nu))
     F[:nx, :nx] = Phi
     if m == 0:
-        F[:nx, :nx] -= G_new @ K
+        F[:nx, :nx] -= (1.0 - a) * G_new @ K
+        F[:nx, nx:nx + nu] += a * G_new
     else:
         F[:nx, nx + (m - 1) * nu: nx + m * nu] += G_new
     F[:nx, nx + m * nu:] += G_old
-    F[nx:nx + nu, :nx] = -K
+    F[nx:nx + nu, :nx] = -(1.0 - a) * K
+    F[nx:nx + nu, nx:nx + nu] += a * np.eye(nu)
     for i in range(1, L):
         F[nx + i * nu: nx + (i + 1) * nu, nx + (i - 1) * nu: nx + i * nu] = np.eye(nu)
     return F
 
 
-def sampled_delayed_loop(A, B, K, T, d):
-    """Closed-loop transition matrix of x' = A x + B u with u_k = -K x(kT) computed at kT and applied from kT + d on,
-    held until the next command applies (zero-order hold). State (x_k, u_{k-1}, ..., u_{k-m-1}), d = m T + f."""
-    return closed_loop_matrix(delayed_discretization(A, B, T, d), K)
+def sampled_delayed_loop(A, B, K, T, d, filter_s=0.0):
+    """Closed-loop transition matrix of x' = A x + B u with the feedback -K x(kT) computed at kT, low-passed (time
+    constant filter_s; 0: none) and applied from kT + d on, held until the next command applies (zero-order hold).
+    State (x_k, u_{k-1}, ..., u_{k-m-1}), d = m T + f."""
+    return closed_loop_matrix(delayed_discretization(A, B, T, d), K,
+                              math.exp(-T / filter_s) if filter_s > 0 else 0.0)
 
 
 def spectral_radius(F) -> float:
@@ -237,7 +249,7 @@ class HoldModel:
             self._disc = [(T, delayed_discretization(self.A, self.B, T, d)) for T, d in self.envelope.points()]
         worst = math.inf
         for T, disc in self._disc:
-            rho = spectral_radius(closed_loop_matrix(disc, Kc))
+            rho = spectral_radius(closed_loop_matrix(disc, Kc, math.exp(-T / FILTER_S)))
             worst = min(worst, -math.log(max(rho, 1e-300)) / T)
         return worst
 
@@ -316,6 +328,7 @@ class SafeHoldLaw(ControlLaw):
         self.wanted = collections.deque()
         self.n_designs = 0
         self.unstable_cells = 0
+        self._fb = None                  # (t, feedback torque) of the last call: the low-pass's state
         q0 = np.asarray(model.spec.nominal_configuration, dtype=float)
         self.nominal = design_hold(model, q0, envelope)          # the authority every cell starts from
         self._cache[self._key(q0)] = self.nominal
@@ -398,6 +411,10 @@ class SafeHoldLaw(ControlLaw):
         dzd = d.P @ (d.W @ zd)
         return dz[self.qi], dzd[self.qi]
 
+    def reset(self):
+        super().reset()
+        self._fb = None
+
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
         K, z_eq = self.gain(z[self.qi] if self.schedule_on == 'state' else q_d)
         N = self.model.n_coords
@@ -407,7 +424,15 @@ class SafeHoldLaw(ControlLaw):
         dzd[self.qi] = zd[self.qi] - qd_d
         ff = self.rigid.inverse_dynamics(q_d, qd_d, qdd_d) if self.feedforward else \
             self.rigid.inverse_dynamics(q_d, np.zeros(self.n), np.zeros(self.n))
-        return ff - K[:, :N] @ dz - K[:, N:] @ dzd
+        fb = -K[:, :N] @ dz - K[:, N:] @ dzd
+        prev = self._fb
+        if prev is not None and t > prev[0]:           # the low-pass over the time that really passed
+            a = math.exp(-min(t - prev[0], 10 * FILTER_S) / FILTER_S)
+            fb = a * prev[1] + (1.0 - a) * fb
+        elif prev is not None:
+            fb = prev[1]
+        self._fb = (t, fb)
+        return ff + fb
 
     def summary(self) -> str:
         d = self.nominal
@@ -634,7 +659,7 @@ class SafeMode:
             env = self.hold.envelope
             self._old_run = self._old_run + 1 if age > env.max_delay else 0
             beyond = ''
-            if self._old_run >= self.trigger_count:
+            if self._old_run >= YIELD_COUNT:
                 beyond = f'{self._old_run} states older than {1e3 * env.max_delay:g} ms'
             elif self._t_entered is not None and t - self._t_entered >= YIELD_WINDOW_S and \
                     len(self._window) * YIELD_GAP_FACTOR * env.max_period < YIELD_WINDOW_S:
@@ -658,10 +683,14 @@ class SafeMode:
         if self.mode == SAFE and self.yielding:
             self.too_old += 1
             return None
+        gap = t - self._t_last_acted if self._t_last_acted is not None else 0.0
         self._t_last_acted = t
         if self.mode == SAFE:
-            if self._pending_replan:       # entered on implausible states: the return starts from this one
-                self.replan(t, z, zd)
+            # entered on implausible states, back from yielding, or after a stall longer than the drives' command
+            # watchdog may wait (they may have held the arm away from the reference): the return starts here
+            if self._pending_replan or gap > YIELD_GAP_FACTOR * self.hold.envelope.max_period:
+                self.replan(t, z, zd, in_loop=False)
+                self.hold.reset()
             return self.hold
         return self.law
 
@@ -702,7 +731,7 @@ class SafeMode:
         self.yielding = False
         self._t_on_time = None
         self._late_run = 0
-        self.replan(t, z, zd)
+        self.replan(t, z, zd, in_loop)
         if self.on_switch is not None:
             self.on_switch(mode, t)
 
@@ -725,34 +754,37 @@ class SafeMode:
         """The torque to apply: tau (the active law's) while no switch fades, else (1 - w) of the previous law's —
         evaluated with the reference it tracked — plus w tau."""
         f = self._fade
-        if f is None:
-            return tau
-        old_law, t_switch, old_blend = f
-        s = (t - t_switch) / SWITCH_FADE_S
-        if not 0.0 <= s < 1.0:
-            self._fade = None
-            return tau
-        w = 0.5 - 0.5 * math.cos(math.pi * s)
-        new_blend, self.refs.blend = self.refs.blend, old_blend
-        try:
-            tau_old = old_law(t, z, zd)
-        finally:
-            self.refs.blend = new_blend
-        return w * tau + (1.0 - w) * tau_old
+        if f is not None:
+            old_law, t_switch, old_blend = f
+            s = (t - t_switch) / SWITCH_FADE_S
+            if not 0.0 <= s < 1.0:
+                self._fade = None
+            else:
+                w = 0.5 - 0.5 * math.cos(math.pi * s)
+                new_blend, self.refs.blend = self.refs.blend, old_blend
+                try:
+                    tau_old = old_law(t, z, zd)
+                finally:
+                    self.refs.blend = new_blend
+                tau = w * tau + (1.0 - w) * tau_old
+        return tau
 
-    def replan(self, t, z, zd):
-        """Start the return to the user's reference from the measured state (z, zd) at t."""
+    def replan(self, t, z, zd, in_loop=True):
+        """Start the return to the user's reference from the measured state (z, zd) at t; in_loop (the laws were
+        answering states until now): the reference's acceleration goes on (the torque it asks stays), else (after a
+        stall, a yield, implausible states) the arm's acceleration is not known: the return starts with the user's
+        reference's."""
         refs = self.refs
         if refs.active is None:
             return
         active = self.hold if self.mode == SAFE else self.law
-        qdd_was = np.asarray(active.reference.sample(t)[2], float)    # the reference's acceleration goes on
+        qdd_was = np.asarray(active.reference.sample(t)[2], float)
         refs.blend = None
         q, qd = self.hold.slow_joints(z, zd)
         q_r, qd_r, qdd_r = active.reference.sample(t)
         e0 = q - np.asarray(q_r, float)
         v0 = qd - np.asarray(qd_r, float)
-        a0 = qdd_was - np.asarray(qdd_r, float)
+        a0 = qdd_was - np.asarray(qdd_r, float) if in_loop else np.zeros_like(e0)
         refs.blend = Blend(t, blend_time(e0, v0, self.return_speed), e0, v0, a0)
         self._pending_replan = False
 

@@ -424,6 +424,7 @@ class PlantRuntime:
                                      if hold.action == 'hold' else ''))
             else:
                 hold.torque(tau)
+                hold.held_step()
         elif hold.engaged:
             hold.release(self.core)
             hold.fade(tau)

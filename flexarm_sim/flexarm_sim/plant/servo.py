@@ -96,9 +96,10 @@ class WatchdogHold:
       zero_torque  no torque: the arm coasts (the former behaviour; a real motor switched off).
     `engage(core, tau)` at the trip (replaces the plant's servo, if any, and writes the static torque as the servo's
     feed-forward into tau), `torque(tau)` at every later step of the lapse, `release(core)` when commands return.
-    The release is not a step: over RELEASE_S the torque the hold applied last fades out (raised cosine) while the
-    command fades in (`fade(tau)` on the command of each step), so neither the arm's slow motion nor its stiffest
-    modes (the De Luca elbow's 29 Hz, undamped in the model) get a torque step from the hand-over."""
+    The release is not a step: over RELEASE_S (or as long as the hold was engaged, if shorter: a brief hold's braking
+    torque is not drawn out) the torque the hold applied last fades out (raised cosine) while the command fades in
+    (`fade(tau)` on the command of each step), so neither the arm's slow motion nor its stiffest modes (the De Luca
+    elbow's 29 Hz, undamped in the model) get a torque step from the hand-over."""
 
     def __init__(self, model, action, kp, kv, dt, effort_limit):
         if action not in WATCHDOG_ACTIONS:
@@ -114,12 +115,15 @@ class WatchdogHold:
         self.engaged = False
         self.engagements = 0
         self._fade_from = None           # the hold's last torque, fading out after a release
-        self._fade_steps = max(1, int(round(RELEASE_S / dt)))
+        self._release_steps = max(1, int(round(RELEASE_S / dt)))
+        self._fade_steps = self._release_steps
         self._fade_k = 0
+        self._held_steps = 0
 
     def engage(self, core, tau):
         self.engaged = True
         self.engagements += 1
+        self._held_steps = 0
         if self.servo is None:
             tau[:] = 0.0
             return
@@ -140,7 +144,13 @@ class WatchdogHold:
             core.servo = self._saved
             self._fade_from = core.tau.copy() if fade else None
             self._fade_k = 0
+            # a hold engaged only briefly fades out as briefly: its braking torque acted only that long
+            self._fade_steps = max(1, min(self._release_steps, self._held_steps))
         self.engaged = False
+
+    def held_step(self):
+        """One more plant step with the hold engaged."""
+        self._held_steps += 1
 
     @property
     def fading(self) -> bool:
