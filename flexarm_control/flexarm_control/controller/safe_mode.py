@@ -31,8 +31,7 @@ deflection at q_s), zd_r = (qd_d, 0); tau_ff the rigid-body inverse dynamics of 
      (1/rate, 0) to (design_period, design_delay)), the sampled loop with the delay — x_{k+1} = Phi x_k +
      G_old u_{k-m-1} + G_new u_{k-m}, d = m T + f, G_old = e^{A(T-f)} int_0^f e^{As} ds B, G_new = int_0^{T-f}
      e^{As} ds B, augmented with the inputs held and the low-pass — must have spectral radius rho < 1, and its decay
-     rate
-     -ln(rho) / T is what is maximized (golden-section search on log a, `choose_authority`). A cell whose loop
+     rate -ln(rho) / T is what is maximized (golden-section search on log a, `choose_authority`). A cell whose loop
      is not stable over the envelope is not used (`HoldDesign.stable`).
 Gains are scheduled on the reference configuration on a grid (`schedule_step`) and interpolated multilinearly (no
 torque steps between cells); cells are designed ahead by a GainDesigner thread in real time, on demand in process.
