@@ -60,7 +60,8 @@ TABLE = ParamTable('state_estimator', {
                                                  float_range(lo=0.0, lo_open=True, hi=100.0),
                                                  'm/s^2/sqrt(Hz), white noise density'),
     'sensors.accelerometer.bandwidth': Param(DEFAULTS['accelerometer.bandwidth'], float_range(lo=0.0, hi=1e5),
-                                             'Hz, its first-order low-pass (inverted from consecutive readings before they are fused)'),
+                                             'Hz, its first-order low-pass (inverted from consecutive readings '
+                                             'before they are fused)'),
     'sensors.accelerometer.rate': Param(DEFAULTS['accelerometer.rate'], float_range(lo=0.0, lo_open=True, hi=1e5),
                                         'Hz, its sample rate'),
     'sensors.accelerometer.range': Param(DEFAULTS['accelerometer.range'], float_range(lo=0.0, lo_open=True, hi=1e4),
