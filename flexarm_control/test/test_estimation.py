@@ -354,7 +354,26 @@ def test_the_accelerometer_low_pass_is_inverted_to_the_specific_force_at_the_sta
         worst_inverted = max(worst_inverted, float(np.max(np.abs(out - a))))
         worst_filtered = max(worst_filtered, float(np.max(np.abs(y - a))))
     assert worst_inverted < 1e-9 < worst_filtered, (worst_inverted, worst_filtered)
+    assert inv.unpaired == 2 and inv.paired == len(run.t) - 3
     assert np.array_equal(AccelInverse(1.0, 0.002)(0.0, np.ones(3)), np.ones(3))   # bandwidth 0: fused as read
+
+
+def test_accelerometer_readings_at_another_rate_than_configured_are_reported(deluca):
+    """Readings every 4 ms while sensors.accelerometer.rate says 500 Hz: none can be inverted (none fused); the
+    runtime warns once naming both periods and counts them in the diagnostics."""
+    logs = []
+    _, est = setup(deluca, 'strain_accel', log=lambda lv, m: logs.append((lv, m)))
+    for k in range(120):
+        t = k / RATE
+        est.joints(t, np.zeros(2))
+        est.strain(t, np.zeros(2))
+        if k % 2 == 0:
+            est.accel(t, np.array([0.0, 0.0, 9.81]))
+        est.tick(t)
+    warned = [m for lv, m in logs if lv == 'warn' and 'accelerometer' in m]
+    assert len(warned) == 1 and '4 ms apart' in warned[0] and '2 ms' in warned[0], warned
+    # the reading at the first encoder reading only initializes (module docstring): 59 reach the inversion
+    assert est.diagnostics()[2]['accelerometer_unpaired'] == 59 and est.accel_inverse.paired == 0
 
 
 def test_fusing_the_lagged_accelerometer_reading_as_instantaneous_makes_the_loop_chatter(deluca):

@@ -53,6 +53,7 @@ from .filter import FilterDiverged, FilterNoise, ModalKalmanFilter
 JOINT_MARGIN = 0.5           # rad beyond the joint limits an encoder may read before its reading is out of range
 MAX_PREDICT_PERIODS = 10000  # periods predicted in one tick at most (a longer gap re-initializes)
 MAX_QUEUED = 256             # readings kept per sensor until a tick fuses them
+ACCEL_UNPAIRED_WARN = 50     # accelerometer readings none of which could be inverted: a rate mismatch, warned once
 
 
 class AccelInverse:
@@ -68,19 +69,29 @@ class AccelInverse:
     0.024 m/s^2 standard deviation — with the modal LQR on Bryson weights (issue 23) the filter reset on most
     periods of a 0.3 rad move in 1 s (338 resets, both torques saturated) while the same run without the low-pass
     had none. A reading whose predecessor is unknown (the first, one after a rejected, dropped or late reading: a
-    gap other than one sample period) cannot be inverted; it is not fused and starts the chain again."""
+    gap other than one sample period) cannot be inverted; it is not fused and starts the chain again (counted:
+    `unpaired`; readings that keep arriving at another period than sensors.accelerometer.rate are never fused, and
+    the runtime says so)."""
 
     def __init__(self, alpha: float, period: float):
         self.alpha = float(alpha)
         self.period = float(period)
         self._prev = None                    # (stamp, reading) of the latest reading seen
+        self.paired = 0
+        self.unpaired = 0
+        self.last_gap = math.nan
 
     def __call__(self, t, y):
         prev, self._prev = self._prev, (t, y)
         if self.alpha >= 1.0:
+            self.paired += 1
             return y
+        if prev is not None:
+            self.last_gap = t - prev[0]
         if prev is None or abs(t - prev[0] - self.period) > 0.25 * self.period:
+            self.unpaired += 1
             return None
+        self.paired += 1
         return (y - (1.0 - self.alpha) * prev[1]) / self.alpha
 
 
@@ -302,6 +313,7 @@ class EstimatorRuntime:
                 if key == 'accelerometer':
                     data = self.accel_inverse(ts, data)
                     if data is None:             # the reading before it is unknown: it only starts the chain
+                        self._check_accel_rate()
                         continue
                 u = self._torque(ts, efforts)
                 self._predict_to(ts, u)
@@ -321,6 +333,14 @@ class EstimatorRuntime:
         if self.no_estimate:
             return None
         return self._estimate(t, u)
+
+    def _check_accel_rate(self):
+        inv = self.accel_inverse
+        if inv.paired == 0 and inv.unpaired == ACCEL_UNPAIRED_WARN:
+            self.log('warn', f'tip accelerometer: {inv.unpaired} readings {inv.last_gap * 1e3:.4g} ms apart, none one '
+                             f'sample period ({inv.period * 1e3:.4g} ms, sensors.accelerometer.rate) after the one '
+                             'before: its low-pass cannot be inverted, none fused (set sensors.accelerometer.rate to '
+                             'the rate it samples at)')
 
     def _torque(self, t, efforts):
         """The torque over the interval that ends at t: the effort of the first encoder reading at or after t (it
@@ -414,6 +434,8 @@ class EstimatorRuntime:
                 v['std_modal_rate_max'] = float(std[N + kf.mi].max())
             if kf.ng:
                 v['strain_bias'] = ' '.join(f'{b:.3g}' for b in kf.bias)
+        if 'accelerometer' in self.tracks:
+            v['accelerometer_unpaired'] = self.accel_inverse.unpaired
         missing, rejected = [], []
         for key, tr in self.tracks.items():
             v[f'{key}_accepted'] = tr.accepted
