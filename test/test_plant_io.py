@@ -57,7 +57,7 @@ def test_bad_commands_never_make_a_non_finite_state(spawn, tmp_path, client_for)
 def test_watchdog_zeroes_torque_and_recovers(spawn, tmp_path, client_for):
     from std_msgs.msg import Float64MultiArray
     plant = start_plant(spawn, tmp_path, arm='slewing_beam', command_timeout=0.3,
-                        **{'publish_rates.diagnostics': 10.0})
+                        **{'publish_rates.diagnostics': 10.0, 'watchdog.action': 'zero_torque'})
     c = client_for(plant)
     c.wait_started()
     pub = c.publisher(Float64MultiArray, '/effort_controller/commands')

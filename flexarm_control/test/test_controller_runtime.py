@@ -132,7 +132,8 @@ def test_overload_safe_mode_keeps_a_delayed_loop_bounded(deluca):
 
 
 def test_safe_mode_resumes_the_law_when_states_are_on_time_again(deluca):
-    rt = ControllerRuntime('pd_servo', deluca, _values('pd_servo'))
+    rt = ControllerRuntime('pd_servo', deluca, _values('pd_servo', **{'safe_mode.trigger_count': 3,
+                                                                      'safe_mode.recover_time': 0.5}))
     z, zd = np.zeros(deluca.n_coords), np.zeros(deluca.n_coords)
     period = 1.0 / rt.rate
     t = 0.0

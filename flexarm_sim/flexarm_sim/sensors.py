@@ -4,7 +4,11 @@ Each sensor reads the ideal value of model/sensing.py and degrades it:
 
 * joint encoders + drives (/joint_states): angle quantized to 2 pi / counts_per_rev after Gaussian noise
   (`encoders.noise`, rad); the drive's velocity estimate quantized to `velocity_resolution` (a Dynamixel X reports
-  0.229 rpm steps); the measured torque (motor current) with Gaussian noise and quantization (`effort.*`).
+  0.229 rpm steps); the measured torque (motor current) with Gaussian noise and quantization (`effort.*`): in
+  realtime/simtime the mean torque over the loop steps since the previous encoder sample (a current measurement
+  integrated over its sample period), so a command that arrived within the period is weighed by the time it acted —
+  the torque a state estimator must predict that period with (the last step's torque alone misplaced it by up to a
+  period; issue 28).
 * strain gauges: strain c w''(x) plus a constant bias, Gaussian noise (std per sample), then the amplifier's
   first-order low-pass (`bandwidth`).
 * tip accelerometer: specific force in the tip frame plus white noise of density n (m/s^2/sqrt(Hz); per sample
@@ -201,6 +205,8 @@ class SimulatedSensors:
         self.n = n
         self.samples = {'joints': 0, 'strain': 0, 'accel': 0}
         self.accel_saturated = 0
+        self._tau_sum = np.zeros(n)          # torque summed over the loop steps since the last encoder sample
+        self._tau_steps = 0
 
     @property
     def joints(self) -> bool:
@@ -210,6 +216,8 @@ class SimulatedSensors:
         """Forget the filters' state (a plant reset); the noise sequences continue."""
         self._strain_f = None
         self._accel_f = None
+        self._tau_sum[:] = 0.0
+        self._tau_steps = 0
 
     # ------------------------------------------------------------------ the sensors
     def read_joints(self, z, zd, tau):
@@ -255,13 +263,20 @@ class SimulatedSensors:
             if not instant:
                 return None
             return self.sample_all(z, zd, tau, step, t_ns)
+        self._tau_sum += tau
+        self._tau_steps += 1
         js = cfg.encoders and self.every_js > 0 and k % self.every_js == 0
         st = bool(cfg.gauges) and k % self.every_strain == 0
         ac = cfg.accelerometer and k % self.every_accel == 0
         if not (js or st or ac):
             return None
+        joints = None
+        if js:
+            joints = self.read_joints(z, zd, self._tau_sum / self._tau_steps)
+            self._tau_sum[:] = 0.0
+            self._tau_steps = 0
         return SensorSample(int(t_ns), int(step),
-                            joints=self.read_joints(z, zd, tau) if js else None,
+                            joints=joints,
                             strain=self.read_strain(z) if st else None,
                             accel=self.read_accel(z, zd, tau) if ac else None,
                             strain_variance=self.strain_variance if st else None)
@@ -269,6 +284,8 @@ class SimulatedSensors:
     def sample_all(self, z, zd, tau, step, t_ns):
         """Every configured sensor now (the plant idles: paused, waiting for the first command)."""
         cfg = self.cfg
+        self._tau_sum[:] = 0.0
+        self._tau_steps = 0
         return SensorSample(int(t_ns), int(step),
                             joints=self.read_joints(z, zd, tau) if cfg.encoders else None,
                             strain=self.read_strain(z) if cfg.gauges else None,

@@ -58,8 +58,8 @@ def test_ints_accepted_for_floats_unknown_rejected_not_set_is_the_default():
 
 def test_runtime_changes_validated_and_read_only_refused():
     v = TABLE.defaults()
-    v2 = TABLE.with_changes(v, {'command_timeout': 0.2, 'publish_rates.markers': 10})
-    assert v2['command_timeout'] == 0.2 and v['command_timeout'] == 0.5
+    v2 = TABLE.with_changes(v, {'command_timeout': 0.3, 'publish_rates.markers': 10})
+    assert v2['command_timeout'] == 0.3 and v['command_timeout'] == 0.2
     with pytest.raises(ConfigError, match='read-only'):
         TABLE.with_changes(v, {'loop_rate': 500.0})
     with pytest.raises(ConfigError, match='command_timeout'):

@@ -46,10 +46,22 @@ COMMON = {
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
                                      '2 periods'),
-    'safe_mode.trigger_count': Param(3, integer(lo=1, hi=1000),
-                                     'consecutive late states (or skipped periods) that switch to the safe mode'),
-    'safe_mode.recover_time': Param(0.5, float_range(lo=0.0, hi=60.0),
+    'safe_mode.trigger_count': Param(1, integer(lo=1, hi=1000),
+                                     'consecutive late states (or skipped periods) that switch to the safe mode (1: '
+                                     'the first; a law designed for one period, held longer behind a stall, pumps '
+                                     'the stiffest modes, which the hold law leaves alone)'),
+    'safe_mode.recover_time': Param(1.0, float_range(lo=0.0, hi=60.0),
                                     's of states on time before the normal law resumes'),
+    'safe_mode.design_period': Param(0.05, float_range(lo=0.0, lo_open=True, hi=1.0),
+                                     's: the longest interval between states (a command held) the safe mode\'s hold '
+                                     'law is designed for (controller/safe_mode.py; measured p99 with two CPU hogs: '
+                                     '~40 ms)'),
+    'safe_mode.design_delay': Param(0.03, float_range(lo=0.0, hi=0.5),
+                                    's: the largest state age the hold law is designed for; in the safe mode an older '
+                                    'state is not acted on (the plant\'s or bridge\'s command watchdog holds the arm)'),
+    'safe_mode.return_speed': Param(0.5, float_range(lo=0.0, lo_open=True, hi=100.0),
+                                    'rad/s: peak rate of the return to the reference from the current state at each '
+                                    'switch of law (no jump)'),
     'default_move': Param(False, boolean(),
                           'on the first state, move every joint by move_angle in move_time (cycloidal)'),
     'move_angle': Param(math.pi / 3, float_range(lo=-2 * math.pi, hi=2 * math.pi), 'rad'),

@@ -8,16 +8,12 @@ Sampling (not lock-step): the law answers every state (event-driven), so its per
 their velocity gains by it, the modal LQR is discretized at it) and the runtime warns once when the states arrive
 at another rate. `input_delay` (default one period) is the transport delay the gains are designed for.
 
-Overload safe mode (not in lock-step, nor with pd_servo's command_interface position, whose loop closes in the
-plant): the plant stamps every state with its sample instant, so the age of a state
-when it is acted on is known. A state older than `safe_mode.max_state_age` (default input_delay + 2 periods) was
-not what the gains were designed for (a delayed sampled loop around the hubs' small high-frequency inertia rings
-or diverges). After `safe_mode.trigger_count` consecutive late states (skipped state periods count as late) the
-runtime switches to the fallback law: the rigid-body feed-forward of the reference (gravity included) plus a PD
-whose gains are capped for a delay of FALLBACK_DELAY_S (so a loaded machine cannot destabilize it; it is soft:
-the arm is held against gravity and its motion damped, not tracked tightly). It reports `safe_mode: on` and the
-count in /diagnostics (WARN) and resumes the normal law (with its integrators reset) after
-`safe_mode.recover_time` of states on time.
+Safe mode (not in lock-step, nor with pd_servo's command_interface position, whose loop closes in the plant):
+controller/safe_mode.py. The plant stamps every state with its sample instant, so the age of a state when it is acted
+on is known; late states (older than `safe_mode.max_state_age`, default input_delay + 2 periods, or state periods
+skipped), implausible ones (not acted on) or missing ones switch to a hold law designed for the degraded loop
+(`safe_mode.design_period`, `safe_mode.design_delay`), and `safe_mode.recover_time` of states on time back to the
+normal law; each switch returns to the reference from the current state (no jump). Reported in /diagnostics (WARN).
 """
 from __future__ import annotations
 
@@ -28,16 +24,15 @@ import numpy as np
 
 from flexarm_sim.common.params import DERIVED, ConfigError
 
-from ..laws import PDServo, PointToPoint, make_shaper, model_modes
-from ..laws.base import rigid_model_of, velocity_gain_cap
+from ..laws import PointToPoint, make_shaper, model_modes
 from ..laws.pd import gain_vector
 from ..laws.reference import ReferenceLimits
 from . import config
 from .designer import GainDesigner
 from .kinds import law_class
 from .planner import ReferencePlanner
+from .safe_mode import BlendedReferences, Envelope, SafeHoldLaw, SafeMode
 
-FALLBACK_DELAY_S = 0.05            # delay the fallback law's velocity gains are capped for
 RATE_CHECK_STATES = 50             # states before the received state rate is compared with `rate`
 RATE_TOLERANCE = 0.05
 
@@ -49,12 +44,11 @@ def make_law(kind, model, values):
     return law_class(kind).from_params(model, values, 1.0 / values['rate'], delay)
 
 
-def fallback_law(model, dt):
-    """The safe mode's law: rigid feed-forward of the reference + a PD whose velocity gains are capped for
-    FALLBACK_DELAY_S of delay (velocity_gain_cap) and whose stiffness is critically damped on the rigid inertia."""
-    kv = velocity_gain_cap(model, dt, FALLBACK_DELAY_S)
-    J = np.diag(rigid_model_of(model).mass_matrix(np.asarray(model.spec.nominal_configuration, float)))
-    return PDServo(model, dt=dt, kp=kv ** 2 / (4.0 * J), kv=kv, input_delay=FALLBACK_DELAY_S, feedforward=True)
+def fallback_law(model, values):
+    """The safe mode's hold law (safe_mode.SafeHoldLaw) for the envelope of the controller's parameters."""
+    env = Envelope(1.0 / values['rate'], max(1.0 / values['rate'], values['safe_mode.design_period']),
+                   values['safe_mode.design_delay'])
+    return SafeHoldLaw(model, env)
 
 
 class ControllerRuntime:
@@ -71,8 +65,7 @@ class ControllerRuntime:
                             else values['input_delay'])
         age = values['safe_mode.max_state_age']
         self.max_state_age = self.input_delay + 2.0 / self.rate if age is DERIVED else age
-        self.fallback = fallback_law(model, 1.0 / self.rate)
-        self.fallback.references = self.law.references            # the same reference, held or moving
+        self.law.references = BlendedReferences.adopt(self.law.references)   # + the offset of a return
         self.limits = ReferenceLimits(model)
         self.designer = (GainDesigner(self.law, self.log) if (hasattr(self.law, 'design_cell') and not self.lockstep)
                          else None)
@@ -82,18 +75,20 @@ class ControllerRuntime:
         self.planner = ReferencePlanner(self.law, self.lockstep, self.log) if hasattr(self.law, 'plan_for') else None
         # no safe mode in lock-step (no delay) nor when the plant's joint servo closes the loop (set-points only)
         self.safe_mode_applies = not self.lockstep and not getattr(self.law, 'servo_in_plant', False)
-        self.safe_mode = False
-        self.safe_mode_entries = 0
-        self._late_run = 0
-        self._t_on_time = None
-        self.late_states = 0
+        self.fallback = self.safe = self.hold_designer = None
+        if self.safe_mode_applies:
+            self.fallback = fallback_law(model, values)
+            self.fallback.references = self.law.references        # the same reference, held or moving
+            self.fallback.design_on_demand = False                 # designed ahead by its own designer
+            self.hold_designer = GainDesigner(self.fallback, self.log)
+            self.safe = SafeMode(self.law, self.fallback, self.law.references, values, self.max_state_age, self.log)
+            self.safe.on_switch = lambda mode, t: self._design_ahead(self.law.references.blend)
         self.states_skipped = 0
         self.states_rejected = 0
         self.references_rejected = 0
         self.references_accepted = 0
         self.last_reject_reason = ''
         self.n_commands = 0
-        self.max_age_seen = 0.0
         self._last_t = None
         self._intervals = []
         self._rate_checked = False
@@ -104,16 +99,26 @@ class ControllerRuntime:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self):
-        if self.designer is not None:
-            self.designer.start()
-        if self.planner is not None:
-            self.planner.start()
+        for d in (self.designer, self.hold_designer, self.planner):
+            if d is not None:
+                d.start()
 
     def stop(self):
-        if self.designer is not None:
-            self.designer.stop()
-        if self.planner is not None:
-            self.planner.stop()
+        for d in (self.designer, self.hold_designer, self.planner):
+            if d is not None:
+                d.stop()
+
+    @property
+    def safe_mode(self) -> bool:
+        return self.safe is not None and self.safe.active
+
+    @property
+    def safe_mode_entries(self) -> int:
+        return 0 if self.safe is None else self.safe.entries
+
+    @property
+    def late_states(self) -> int:
+        return 0 if self.safe is None else self.safe.late_states
 
     def effective_values(self) -> dict:
         """The values in force of the DERIVED parameters (for `ros2 param get/dump`)."""
@@ -153,6 +158,7 @@ class ControllerRuntime:
         self._last_t = t
         if self.values['default_move'] and not self._started_move:
             self._start_default_move(z, t)
+        law = self.law
         if self.planner is not None and not self.lockstep:
             finished, ok, why = self.planner.poll(t)
             if finished and ok:
@@ -162,10 +168,13 @@ class ControllerRuntime:
                 self._refuse(why)
                 self.log('warn', f'rejected reference: {why} (previous motion kept)')
         if self.safe_mode_applies:
-            self._update_safe_mode(t, age_s, skipped)
+            law = self.safe.on_state(t, z, zd, age_s, skipped)
+            if law is None:                # implausible, or too old for any designed law: not acted on
+                return None
         t0 = time.perf_counter()
-        law = self.fallback if self.safe_mode else self.law
         tau = law(t, z, zd)
+        if self.safe is not None:              # bumpless transfer after a switch of law (safe_mode.py)
+            tau = self.safe.bumpless(t, z, zd, tau)
         self._loop_times.append(time.perf_counter() - t0)
         if len(self._loop_times) > 5000:
             del self._loop_times[:2500]
@@ -180,29 +189,6 @@ class ControllerRuntime:
             self.log('warn', f'states arrive at {self.measured_rate:.4g} Hz but this controller\'s rate is '
                              f'{self.rate:g} Hz (its gains are designed for 1/rate): set rate to the plant\'s '
                              'publish_rates.state (sim.launch.py: control_rate:=)')
-
-    def _update_safe_mode(self, t, age, skipped):
-        self.max_age_seen = max(self.max_age_seen, age)
-        late = age > self.max_state_age or skipped > 0
-        if late:
-            self.late_states += 1
-            self._late_run += max(1, skipped)
-            self._t_on_time = None
-            if not self.safe_mode and self._late_run >= self.values['safe_mode.trigger_count']:
-                self.safe_mode = True
-                self.safe_mode_entries += 1
-                self.log('warn', f'safe mode: {self._late_run} late states (age {1e3 * age:.1f} ms, limit '
-                                 f'{1e3 * self.max_state_age:.1f} ms; {skipped} periods skipped): fallback law '
-                                 '(feed-forward + soft PD) until the states are on time again')
-            return
-        self._late_run = 0
-        if self.safe_mode:
-            if self._t_on_time is None:
-                self._t_on_time = t
-            elif t - self._t_on_time >= self.values['safe_mode.recover_time']:
-                self.safe_mode = False
-                self.law.reset()
-                self.log('info', 'states on time again: normal law resumed')
 
     def _start_default_move(self, z, t):
         self._started_move = True
@@ -261,21 +247,28 @@ class ControllerRuntime:
         kind = self.values['shaping']
         if kind == 'none':
             self.law.set_shaper(None)
+            if self.fallback is not None:
+                self.fallback.set_shaper(None)
             return
         f, zeta = model_modes(self.model, q_target, 'closed_loop', K=self.law.feedback_matrix(q_target))
         sel = (zeta < 0.6) & (f < 0.25 * self.rate)
         k = self.values['shaping_modes']
         self.law.set_shaper(make_shaper(kind, f[sel][:k], zeta[sel][:k]) if np.any(sel) else None)
-        self.fallback.set_shaper(self.law.shaper)
+        if self.fallback is not None:
+            self.fallback.set_shaper(self.law.shaper)
 
     def _design_ahead(self, ref):
-        """Queue the gain-schedule cells a reference visits (modal law in real time)."""
-        if self.designer is None or ref is None:
+        """Queue the gain-schedule cells a reference (or a return's offset) visits (real time: the modal law's and
+        the hold law's designers)."""
+        if ref is None:
             return
         t0, t1 = getattr(ref, 't0', None), getattr(ref, 'end_time', None)
         if t0 is None or t1 is None or not (math.isfinite(t0) and math.isfinite(t1)):
             return
-        self.designer.request_configurations([ref.sample(t)[0] for t in np.linspace(t0, t1, 50)])
+        qs = [self.law.references.sample(t)[0] for t in np.linspace(t0, t1, 50)]
+        for d in (self.designer, self.hold_designer):
+            if d is not None:
+                d.request_configurations(qs)
 
     def command_end(self):
         """Plant time at which the current command ends: the reference's end, delayed by input shaping, or the end
@@ -298,13 +291,12 @@ class ControllerRuntime:
              'loop_time_mean_us': float(lt.mean()), 'loop_time_max_us': float(lt.max()),
              'published': self.n_commands, 'states_rejected': self.states_rejected,
              'references_accepted': self.references_accepted, 'references_rejected': self.references_rejected, 'last_reject_reason': self.last_reject_reason,
-             'states_skipped': self.states_skipped, 'late_states': self.late_states,
-             'max_state_age_ms': 1e3 * self.max_age_seen, 'state_age_limit_ms': 1e3 * self.max_state_age,
-             'safe_mode': 'on' if self.safe_mode else 'off', 'safe_mode_entries': self.safe_mode_entries,
+             'states_skipped': self.states_skipped, 'state_age_limit_ms': 1e3 * self.max_state_age,
              'faults': law.n_faults, 'saturated': ','.join(str(int(x)) for x in law.saturated),
              'stale': stale, 'lockstep': self.lockstep}
         if self.designer is not None:
             v.update(gain_cells_designed=self.designer.designed, gain_design_failures=self.designer.failures)
+        v.update(self.safe.diagnostics() if self.safe is not None else {'safe_mode': 'off', 'safe_mode_entries': 0})
         end = self.command_end()
         if end is not None:
             v['command_end_s'] = end
@@ -318,5 +310,5 @@ class ControllerRuntime:
         if stale:
             return 'warn', 'no fresh state: not commanding', v
         if self.safe_mode:
-            return 'warn', 'safe mode: states too late for the designed gains (fallback law)', v
+            return 'warn', f'safe mode ({self.safe.reason}): holding the arm with the hold law', v
         return 'ok', 'running', v

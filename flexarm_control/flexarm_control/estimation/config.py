@@ -60,7 +60,8 @@ TABLE = ParamTable('state_estimator', {
                                                  float_range(lo=0.0, lo_open=True, hi=100.0),
                                                  'm/s^2/sqrt(Hz), white noise density'),
     'sensors.accelerometer.bandwidth': Param(DEFAULTS['accelerometer.bandwidth'], float_range(lo=0.0, hi=1e5),
-                                             'Hz, its first-order low-pass (with the rate: the noise of a reading)'),
+                                             'Hz, its first-order low-pass (inverted from consecutive readings '
+                                             'before they are fused)'),
     'sensors.accelerometer.rate': Param(DEFAULTS['accelerometer.rate'], float_range(lo=0.0, lo_open=True, hi=1e5),
                                         'Hz, its sample rate'),
     'sensors.accelerometer.range': Param(DEFAULTS['accelerometer.range'], float_range(lo=0.0, lo_open=True, hi=1e4),
@@ -109,11 +110,20 @@ def encoder_std(values: dict) -> float:
     return s if s > 0 else 1e-6           # an ideal encoder still has the float's resolution
 
 
+def accel_alpha(values: dict) -> float:
+    """The coefficient of the accelerometer's first-order low-pass at its sample rate (flexarm_sim.sensors)."""
+    return lowpass_alpha(values['sensors.accelerometer.bandwidth'], values['sensors.accelerometer.rate'])
+
+
 def accel_std(values: dict) -> float:
     """m/s^2: the per-axis noise of a reading after the accelerometer's filter (flexarm_sim.sensors' model)."""
-    rate = values['sensors.accelerometer.rate']
-    alpha = lowpass_alpha(values['sensors.accelerometer.bandwidth'], rate)
-    return filtered_noise_std(accel_sample_std(values['sensors.accelerometer.noise_density'], rate), alpha)
+    return filtered_noise_std(accel_sample_std_of(values), accel_alpha(values))
+
+
+def accel_sample_std_of(values: dict) -> float:
+    """m/s^2: the per-axis white noise of one sample before the low-pass: the noise of a reading with the low-pass
+    inverted (runtime.AccelInverse), which is what the filter fuses."""
+    return accel_sample_std(values['sensors.accelerometer.noise_density'], values['sensors.accelerometer.rate'])
 
 
 if __name__ == '__main__':

@@ -6,12 +6,17 @@ calls this; tests and the evaluation bench drive it in-process.
     rt.joints(t, q, qd, effort); rt.strain(t, y); rt.accel(t, f); rt.command(u)     # (accepted, reason)
     est = rt.tick(t)                              # the estimate at t (None: none yet / no encoders for too long)
 
-Ticks. Each tick predicts from the previous tick's time to its own in k = round(gap / period) periods of gap / k
-each (k >= 1; readings stamped with jitter, as a bridge's read times are, are predicted over the time that really
-passed) with the torque of the period (`input`: the last command, or the measured effort of the tick's joint
-reading), then fuses the readings stamped since the previous tick — encoders, strain gauges, accelerometer, in that
-order. A reading stamped at or before the previous tick (it came too late, or again) is dropped and counted as late;
-the first joint reading initializes the filter.
+Ticks. Every reading is kept (in stamp order, per sensor) until a tick fuses it at its own stamp: a tick at t takes
+the readings stamped up to t — encoders, strain gauges, accelerometer; at equal stamps in that order — and, from the
+previous estimate's instant to each reading's, predicts in k = round(gap / period) steps of gap / k (k >= 1; readings
+stamped with jitter, as a bridge's read times are, are predicted over the time that really passed) with the torque of
+that interval (`input`: the latest command, or the measured effort of the encoder reading that ends the interval —
+the drives' torque over its period), then predicts on to t if no reading is stamped there. A reading stamped at or
+before an instant already estimated (it came too late, or again) is dropped and counted as late; the first encoder
+reading initializes the filter. Why every reading at its stamp (issue 28): a process that is descheduled for tens of
+ms and then estimates from the newest reading only (depth-1 queues) predicts the whole gap with one torque and
+fuses readings at instants they were not taken — in real time at load 3 the strain innovations reached 23.7 standard
+deviations and the filter reset 49 times.
 
 Bad input never corrupts the estimate:
 * readings are checked before they are kept: right size, finite, in range (joint angles within the joint limits
@@ -26,9 +31,14 @@ Bad input never corrupts the estimate:
   drives or zero) with an ERROR diagnostic for `error_hold` seconds;
 * time going backwards (a plant reset in simulation) re-initializes the filter.
 The estimate is always finite.
+
+The accelerometer's first-order low-pass is inverted from consecutive readings (AccelInverse) before its reading is
+fused, so the filter's measurement model (the specific force at the stamp) holds; a lagged reading fused as
+instantaneous made the loop with the modal LQR chatter and reset (test_estimation).
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -42,6 +52,47 @@ from .filter import FilterDiverged, FilterNoise, ModalKalmanFilter
 
 JOINT_MARGIN = 0.5           # rad beyond the joint limits an encoder may read before its reading is out of range
 MAX_PREDICT_PERIODS = 10000  # periods predicted in one tick at most (a longer gap re-initializes)
+MAX_QUEUED = 256             # readings kept per sensor until a tick fuses them
+ACCEL_UNPAIRED_WARN = 50     # accelerometer readings none of which could be inverted: a rate mismatch, warned once
+
+
+class AccelInverse:
+    """The tip accelerometer's specific force at a sample instant from two consecutive readings, its first-order
+    low-pass inverted (flexarm_sim.sensors: y_k = y_{k-1} + alpha (a_k + n_k - y_{k-1})):
+
+        a_k + n_k = (y_k - (1 - alpha) y_{k-1}) / alpha
+
+    exact, and its noise n_k is the white per-sample noise (std config.accel_sample_std_of): the filter's measurement
+    model h = a(z, zd, u) then holds at the reading's stamp. Fusing the filtered reading as if it were a_k left a lag
+    of (1 - alpha) / alpha samples (0.8 ms at 100 Hz, 500 Hz) unmodelled: when the torque changes from one period to
+    the next, the tip acceleration jumps with it and the lagged reading missed the prediction by tens of its
+    0.024 m/s^2 standard deviation — with the modal LQR on Bryson weights (issue 23) the filter reset on most
+    periods of a 0.3 rad move in 1 s (338 resets, both torques saturated) while the same run without the low-pass
+    had none. A reading whose predecessor is unknown (the first, one after a rejected, dropped or late reading: a
+    gap other than one sample period) cannot be inverted; it is not fused and starts the chain again (counted:
+    `unpaired`; readings that keep arriving at another period than sensors.accelerometer.rate are never fused, and
+    the runtime says so)."""
+
+    def __init__(self, alpha: float, period: float):
+        self.alpha = float(alpha)
+        self.period = float(period)
+        self._prev = None                    # (stamp, reading) of the latest reading seen
+        self.paired = 0
+        self.unpaired = 0
+        self.last_gap = math.nan
+
+    def __call__(self, t, y):
+        prev, self._prev = self._prev, (t, y)
+        if self.alpha >= 1.0:
+            self.paired += 1
+            return y
+        if prev is not None:
+            self.last_gap = t - prev[0]
+        if prev is None or abs(t - prev[0] - self.period) > 0.25 * self.period:
+            self.unpaired += 1
+            return None
+        self.paired += 1
+        return (y - (1.0 - self.alpha) * prev[1]) / self.alpha
 
 
 @dataclass
@@ -59,7 +110,7 @@ class Track:
     def __init__(self, name, timeout):
         self.name = name
         self.timeout = timeout
-        self.pending = None          # (t, data) newest reading not yet fused
+        self.queue = []              # (t, data) readings not yet fused, in stamp order
         self.last_t = None           # stamp of the newest accepted reading
         self.accepted = self.rejected = self.late = 0
         self.last_reject = ''
@@ -75,9 +126,30 @@ class Track:
 
     def keep(self, t, data):
         self.accepted += 1
-        self.pending = (t, data)
+        q = self.queue
+        if q and t < q[-1][0]:                    # reordered in transport: into its place
+            q.insert(bisect.bisect_right([r[0] for r in q], t), (t, data))
+        else:
+            q.append((t, data))
+        if len(q) > MAX_QUEUED:                   # nobody ticks: the oldest are of no use any more
+            self.late += len(q) - MAX_QUEUED
+            del q[:len(q) - MAX_QUEUED]
         self.last_t = t if self.last_t is None else max(self.last_t, t)
         return True, ''
+
+    def due(self, t, t_last):
+        """The queued readings stamped up to t, in order (those at or before t_last, an instant already estimated,
+        are dropped and counted as late)."""
+        q = self.queue
+        k = 0
+        while k < len(q) and q[k][0] <= t:
+            k += 1
+        out, self.queue = q[:k], q[k:]
+        if t_last is not None:
+            fresh = [r for r in out if r[0] > t_last]
+            self.late += len(out) - len(fresh)
+            out = fresh
+        return out
 
     def record_sigma(self, s):
         self.max_sigma = max(self.max_sigma, s)
@@ -103,7 +175,7 @@ class EstimatorRuntime:
         self.dt = 1.0 / self.rate
         self.noise = FilterNoise(
             encoder=config.encoder_std(v), velocity=v['sensors.encoders.velocity_noise'],
-            strain=v['sensors.strain.noise'], accel=config.accel_std(v), torque=v['process_noise.torque'],
+            strain=v['sensors.strain.noise'], accel=config.accel_sample_std_of(v), torque=v['process_noise.torque'],
             modal_force=v['process_noise.modal_force'], bias=v['sensors.strain.bias_std'],
             bias_drift=v['sensors.strain.bias_drift'], joint_rate0=v['initial_std.joint_rate'],
             modal0=v['initial_std.modal'], modal_rate0=v['initial_std.modal_rate'])
@@ -113,6 +185,7 @@ class EstimatorRuntime:
             self.tracks['strain'] = Track('strain gauges', v['sensors.strain.timeout'])
         if self.sensor_set.accelerometer:
             self.tracks['accelerometer'] = Track('tip accelerometer', v['sensors.accelerometer.timeout'])
+        self.accel_inverse = AccelInverse(config.accel_alpha(v), 1.0 / v['sensors.accelerometer.rate'])
         n = model.n_joints
         self.n = n
         lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
@@ -133,6 +206,7 @@ class EstimatorRuntime:
         self.no_estimate = False
         self.initializations = 0
         self.last_estimate = None
+        self._last_effort = None
         self._t_first = None
 
     # ------------------------------------------------------------------ inputs
@@ -212,75 +286,99 @@ class EstimatorRuntime:
             self.log('info', f'time went back from {self.t_last:.6f} to {t:.6f} s (a reset): re-initializing')
             kf.initialized = False
             self.t_last = None
-        js = self._take('encoders', t)
-        if js is not None:
-            self.last_joints = (js[0], js[1][0], js[1][1])
+        enc = self.tracks['encoders'].due(t, self.t_last)
+        if enc:
+            self.last_joints = (enc[-1][0], enc[-1][1][0], enc[-1][1][1])
         if not kf.initialized:
-            if js is None:
+            if not enc:
                 return None
-            self._initialize(js[1][0], js[1][1])
+            for key in self.tracks:                  # what came before the first encoder reading is of no use
+                self.tracks[key].due(enc[-1][0], None)
+            self._initialize(enc[-1][1][0], enc[-1][1][1])
             self.initializations += 1
             self.t_last = t
             return self._estimate(t, self.u)
-        gap = t - self.t_last if self.t_last is not None else 0.0
-        periods = max(1, int(round(gap / self.dt))) if gap > 0 else 0
-        u = js[1][2] if (self.use_measured_effort and js is not None and js[1][2] is not None) else self.u
+        # every reading due, fused at its own stamp in stamp order (encoders, strain, accelerometer at equal stamps);
+        # the prediction between them applies the torque of the interval: the measured effort of the encoder
+        # reading that ends it (the drives' torque over its period), or the latest command
+        events = [(r[0], 0, 'encoders', r[1]) for r in enc]
+        for order, key in ((1, 'strain'), (2, 'accelerometer')):
+            if key in self.tracks:
+                events += [(r[0], order, key, r[1]) for r in self.tracks[key].due(t, self.t_last)]
+        events.sort(key=lambda e: (e[0], e[1]))
+        efforts = [(r[0], r[1][2]) for r in enc if r[1][2] is not None] if self.use_measured_effort else []
+        u = self.u
         try:
-            if periods > MAX_PREDICT_PERIODS:
-                raise FilterDiverged(f'{periods} periods since the last tick')
-            for _ in range(periods):
-                kf.predict(u, gap / periods)
+            for ts, _, key, data in events:
+                if key == 'accelerometer':
+                    data = self.accel_inverse(ts, data)
+                    if data is None:             # the reading before it is unknown: it only starts the chain
+                        self._check_accel_rate()
+                        continue
+                u = self._torque(ts, efforts)
+                self._predict_to(ts, u)
+                self._fuse(key, data, u)
+            if t > self.t_last:
+                u = self._torque(t, efforts)
+                self._predict_to(t, u)
             self.ticks += 1
-            self._fuse(js, t, u)
-            if periods > 0 or js is not None:
-                self.t_last = max(self.t_last, t)
         except _Veto as e:
             self._reset(t, str(e))
         except FilterDiverged as e:
             self._reset(t, f'filter diverged: {e}')
         self._flag_missing(t)
-        enc = self.tracks['encoders']
-        gap = t - enc.last_t if enc.last_t is not None else math.inf
-        self.no_estimate = enc.missing and gap > self.values['max_prediction']
+        tr = self.tracks['encoders']
+        gap = t - tr.last_t if tr.last_t is not None else math.inf
+        self.no_estimate = tr.missing and gap > self.values['max_prediction']
         if self.no_estimate:
             return None
         return self._estimate(t, u)
 
-    def _take(self, key, t):
-        tr = self.tracks.get(key)
-        if tr is None or tr.pending is None:
-            return None
-        ts, data = tr.pending
-        if ts > t + 0.5 * self.dt:          # a reading of a later instant: keep it for its tick
-            return None
-        tr.pending = None
-        if self.t_last is not None and ts <= self.t_last:     # of an instant already estimated
-            tr.late += 1
-            return None
-        return ts, data
+    def _check_accel_rate(self):
+        inv = self.accel_inverse
+        if inv.paired == 0 and inv.unpaired == ACCEL_UNPAIRED_WARN:
+            self.log('warn', f'tip accelerometer: {inv.unpaired} readings {inv.last_gap * 1e3:.4g} ms apart, none one '
+                             f'sample period ({inv.period * 1e3:.4g} ms, sensors.accelerometer.rate) after the one '
+                             'before: its low-pass cannot be inverted, none fused (set sensors.accelerometer.rate to '
+                             'the rate it samples at)')
 
-    def _fuse(self, js, t, u):
+    def _torque(self, t, efforts):
+        """The torque over the interval that ends at t: the effort of the first encoder reading at or after t (it
+        measured that interval), else the last one known, else the latest command."""
+        for ts, eff in efforts:
+            if ts >= t:
+                self._last_effort = eff
+                return eff
+        return self._last_effort if (self.use_measured_effort and self._last_effort is not None) else self.u
+
+    def _predict_to(self, t, u):
+        """Predict from t_last to t in k = round(gap / period) equal steps (k >= 1 if t > t_last)."""
+        gap = t - self.t_last
+        if gap <= 0:
+            return
+        periods = max(1, int(round(gap / self.dt)))
+        if periods > MAX_PREDICT_PERIODS:
+            raise FilterDiverged(f'{periods} periods since the last tick')
+        for _ in range(periods):
+            self.filter.predict(u, gap / periods)
+        self.t_last = t
+
+    def _fuse(self, key, data, u):
         kf = self.filter
+        tr = self.tracks[key]
 
-        def gate(key):
-            tr = self.tracks[key]
-
-            def check(sigma):
-                tr.record_sigma(sigma)
-                if sigma > self.bound:
-                    raise _Veto(f'{tr.name}: innovation {sigma:.3g} standard deviations (bound '
-                                f'{self.bound:g})')
-                return True
-            return check
-        if js is not None:
-            q, qd, _ = js[1]
-            kf.update_encoders(q, qd, check=gate('encoders'))
-        st = self._take('strain', t)
-        if st is not None:
-            kf.update_strain(st[1], check=gate('strain'))
-        ac = self._take('accelerometer', t)
-        if ac is not None:
-            kf.update_accel(ac[1], u, check=gate('accelerometer'))
+        def check(sigma):
+            tr.record_sigma(sigma)
+            if sigma > self.bound:
+                raise _Veto(f'{tr.name}: innovation {sigma:.3g} standard deviations (bound {self.bound:g})')
+            return True
+        if key == 'encoders':
+            q, qd, _ = data
+            kf.update_encoders(q, qd, check=check)
+        elif key == 'strain':
+            kf.update_strain(data, check=check)
+        else:
+            kf.update_accel(data, u, check=check)
 
     def _initialize(self, q, qd, at_rest=True):
         self.filter.initialize(q, qd if self.noise.velocity > 0 else None, at_rest)
@@ -336,6 +434,8 @@ class EstimatorRuntime:
                 v['std_modal_rate_max'] = float(std[N + kf.mi].max())
             if kf.ng:
                 v['strain_bias'] = ' '.join(f'{b:.3g}' for b in kf.bias)
+        if 'accelerometer' in self.tracks:
+            v['accelerometer_unpaired'] = self.accel_inverse.unpaired
         missing, rejected = [], []
         for key, tr in self.tracks.items():
             v[f'{key}_accepted'] = tr.accepted

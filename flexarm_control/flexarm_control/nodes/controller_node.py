@@ -174,7 +174,8 @@ class ControllerNode(Node):
             with self._lock:
                 self.rt.hold(st.z, st.t)
                 tau = self.rt.on_state(st.z, st.zd, st.t, age)
-            self._publish(tau)
+            if tau is not None:                # None: not acted on (safe mode: implausible or too old)
+                self._publish(tau)
 
     def _on_reference(self, msg):
         if self._t_last_state is None:
@@ -205,7 +206,8 @@ class ControllerNode(Node):
         age = 1e-9 * (self.get_clock().now().nanoseconds - stamp_ns)
         with self._lock:
             tau = self.rt.on_state(z, zd, t + (time.monotonic() - t_recv), age)
-        self._publish(tau)
+        if tau is not None:
+            self._publish(tau)
 
     def _publish_diagnostics(self):
         with self._lock:

@@ -3,9 +3,10 @@ common/commands.py's one rule (one finite value per joint, clamped to +-limit; a
 previous valid one).
 
 Watchdog: when no valid command has arrived for `timeout` seconds of plant time (simulated time; equals wall time
-in realtime mode, does not advance while paused), the applied torque is zero (motor off, the arm coasts — not a
-brake). State `waiting` before the first command (zero torque, not a fault), `ok` while commands are fresh,
-`timeout` after a lapse (each lapse counted in `timeouts`). The next valid command restores normal operation.
+in realtime mode, does not advance while paused), the command is void: `torque` gives zero, and the plant applies its
+`watchdog.action` instead (servo.WatchdogHold: by default the drives hold the joints where they are). State `waiting`
+before the first command (zero torque, not a fault), `ok` while commands are fresh, `timeout` after a lapse (each
+lapse counted in `timeouts`). The next valid command restores normal operation.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list, float_range,
                              integer, string, string_list)
 from ..sensors import DEFAULTS as SENSOR_DEFAULTS
+from .servo import WATCHDOG_ACTIONS
 
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 INTEGRATORS = ('rk4', 'midpoint')
@@ -49,8 +50,19 @@ TABLE = ParamTable('plant', {
                            'not in lockstep'),
     'servo.kp': Param(DERIVED, float_list(lo=0.0, hi=1e6), 'N m/rad per joint; required with servo.enabled'),
     'servo.kv': Param(DERIVED, float_list(lo=0.0, hi=1e5), 'N m s/rad per joint; required with servo.enabled'),
-    'command_timeout': Param(0.5, float_range(lo=0.0, lo_open=True, hi=3600.0),
-                             's of plant time without a valid command -> zero torque', runtime=True),
+    'command_timeout': Param(0.2, float_range(lo=0.0, lo_open=True, hi=3600.0),
+                             's of plant time without a valid command -> the watchdog action', runtime=True),
+    'watchdog.action': Param('hold', choice(WATCHDOG_ACTIONS),
+                             'realtime/simtime, after command_timeout: hold (the drives hold the joints where they '
+                             'are: a joint servo at every sub-step, gains watchdog.hold_kp/kv, + the static holding '
+                             'torque), damp (rate feedback only: braked where it is) or zero_torque (the arm '
+                             'coasts); the next valid command releases it'),
+    'watchdog.hold_kp': Param(DERIVED, float_list(lo=0.0, hi=1e6),
+                              'N m/rad per joint of the hold; not set = Naganathan\'s rule (pi f0)^2 J0 at half the '
+                              'first clamped-joint frequency f0 (plant/servo.py hold_gains)'),
+    'watchdog.hold_kv': Param(DERIVED, float_list(lo=0.0, hi=1e5),
+                              'N m s/rad per joint of the hold (and of damp); not set = 4 sqrt(kp J0), damping ratio '
+                              '2 on the rigid joint inertia'),
     'effort_limits': Param(DERIVED, float_list(lo=0.0, lo_open=True),
                            'N m per joint, clamp limits, at most the arm file\'s; not set = the arm file\'s',
                            runtime=True),
@@ -157,7 +169,19 @@ def derived_values(values: dict, model) -> dict:
             'initial.modal_position': [0.0] * nm, 'initial.modal_velocity': [0.0] * nm,
             'servo.kp': [0.0] * n, 'servo.kv': [0.0] * n,
             'effort_limits': [float(j.effort_limit) for j in model.spec.joints],
-            'sensors.strain.gauges': [], 'sensors.strain.bias': []}
+            'sensors.strain.gauges': [], 'sensors.strain.bias': [], **hold_gain_values(values, model)}
+
+
+def hold_gain_values(values: dict, model) -> dict:
+    """The watchdog hold's gains in force (plant/servo.py hold_gains where not set)."""
+    if values['watchdog.hold_kp'] is not DERIVED and values['watchdog.hold_kv'] is not DERIVED:
+        return {'watchdog.hold_kp': list(values['watchdog.hold_kp']), 'watchdog.hold_kv': list(values['watchdog.hold_kv'])}
+    from .servo import hold_gains
+    kp, kv = hold_gains(model)
+    return {'watchdog.hold_kp': [float(x) for x in kp] if values['watchdog.hold_kp'] is DERIVED
+            else list(values['watchdog.hold_kp']),
+            'watchdog.hold_kv': [float(x) for x in kv] if values['watchdog.hold_kv'] is DERIVED
+            else list(values['watchdog.hold_kv'])}
 
 
 def check_against_arm(values: dict, model):
@@ -165,7 +189,8 @@ def check_against_arm(values: dict, model):
     rates at most the loop rate, the lock-step control period, the servo. ConfigError naming the parameter."""
     n, nm = model.n_joints, int(model.mode_index.size)
     for name, k in (('initial.position', n), ('initial.velocity', n), ('initial.modal_position', nm),
-                    ('initial.modal_velocity', nm), ('effort_limits', n)):
+                    ('initial.modal_velocity', nm), ('effort_limits', n), ('watchdog.hold_kp', n),
+                    ('watchdog.hold_kv', n)):
         v = values[name]
         if v is not DERIVED and len(v) != k:
             raise ConfigError(name, f'expected {k} values for arm {model.spec.name!r}, got {len(v)}')

@@ -47,13 +47,13 @@ import time
 import numpy as np
 
 from ..common.commands import Throttle
-from .commands import CommandGate, LockstepInbox
+from .commands import TIMEOUT, CommandGate, LockstepInbox
 from ..sensors import SimulatedSensors
-from .config import ConfigError, check_against_arm, check_sensors
+from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
 from ..common.scheduler import FixedRateScheduler, set_timer_slack
-from .servo import JointServo
+from .servo import RELEASE_S, JointServo, WatchdogHold
 
 IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged / waiting (outputs keep flowing)
 
@@ -90,6 +90,9 @@ class PlantRuntime:
         if values['servo.enabled']:
             self.core.servo = JointServo(model, values['servo.kp'], values['servo.kv'], 1.0 / self.rate, limits)
             self.core.servo.q_c[:] = z0[model.q_index]
+        hold = hold_gain_values(values, model)
+        self.watchdog_hold = WatchdogHold(model, values['watchdog.action'], hold['watchdog.hold_kp'],
+                                          hold['watchdog.hold_kv'], 1.0 / self.rate, limits)
         # one ArmOutputs (scratch arrays) per thread: the loop thread's is the sink's business, this one is the
         # output thread's (marker geometry)
         self.outputs_bg = ArmOutputs(model, values['markers.centerline_points'])
@@ -222,6 +225,7 @@ class PlantRuntime:
                 return False, why
         with self._lock:
             was = self.core.diverged
+            self.watchdog_hold.release(self.core, fade=False)
             self.core.reset(z, zd)
             self.core.reset_counters()             # the envelope counters count this run
             if self.core.servo is not None:         # the servo holds where the arm was put
@@ -292,7 +296,7 @@ class PlantRuntime:
             'commands_clamped': g.clamped + self.inbox.clamped,
             'last_reject_reason': g.last_reject_reason or self.inbox.last_reject_reason,
             'watchdog': self.watchdog_state if self.mode != 'lockstep' else 'n/a (lockstep)',
-            'watchdog_timeouts': g.timeouts,
+            'watchdog_timeouts': g.timeouts, 'watchdog_action': self.watchdog_hold.action,
             'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self.paused,
             'waiting_for_command': self.awaiting_command,
             'loop_thread_fifo_priority': self.loop_priority,
@@ -332,7 +336,7 @@ class PlantRuntime:
         elif self.awaiting_command:
             level, msg = 'ok', 'holding: waiting for the first torque command (wait_for_command)'
         elif self.watchdog_state == 'timeout':
-            level, msg = 'warn', 'command watchdog timeout: zero torque'
+            level, msg = 'warn', f'command watchdog timeout: {self.watchdog_hold.action.replace("_", " ")}'
         else:
             level, msg = 'ok', 'running'
         within, validity = c.validity()
@@ -448,6 +452,26 @@ class PlantRuntime:
         self._log('error', self.core.diverged + ' — integration stopped, waiting for /flexarm/reset')
         return False
 
+    def _watchdog_action(self, tau):
+        """The command watchdog's action (watchdog.action, servo.WatchdogHold) on the torque of this step (caller
+        holds the lock)."""
+        hold = self.watchdog_hold
+        if self.watchdog_state == TIMEOUT:
+            if not hold.engaged:
+                hold.engage(self.core, tau)
+                self._log('warn', f'no valid command for {self.gate.timeout:g} s: watchdog {hold.action}'
+                                  + (f' at {np.array2string(hold.servo.q_c, precision=3)} rad'
+                                     if hold.action == 'hold' else ''))
+            else:
+                hold.torque(tau)
+                hold.held_step()
+        elif hold.engaged:
+            hold.release(self.core)
+            hold.fade(tau)
+            self._log('info', f'commands again: watchdog released (its torque fading out over {RELEASE_S:g} s)')
+        elif hold.fading:
+            hold.fade(tau)
+
     def _publish_due(self, t_ns, state=True):
         """Publications due after a step (loop thread): the one rule for both loops."""
         k = self.total_steps
@@ -526,6 +550,7 @@ class PlantRuntime:
                 poll()                                   # commands straight from the transport (hot path)
             with self._lock:
                 self.watchdog_state = self.gate.torque(self.plant_time, tau)
+                self._watchdog_action(tau)
                 if not self._advance(tau):
                     continue
             t_ns = wall0 + int(round(sched.tick_deadline * 1e9)) if realtime else self.sim_ns()
