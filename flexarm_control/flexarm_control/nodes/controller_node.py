@@ -12,8 +12,8 @@ pd_servo with command_interface:=position publishes the set-points on /position_
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
 QoS: /flexarm/state depth 1 in real time (a stalled process answers the newest state, not a backlog), 100 in
 lock-step (every state must be answered); the rest reliable, depth 10. The states are served by a thread of their
-own outside the executor (flexarm_sim/ros/hotpath.py, on the node `<name>_io`); references, parameters, timers
-and diagnostics by the executor; a lock keeps the runtime consistent between them.
+own outside the executor (flexarm_sim/ros/hotpath.py: on this node, in a group no executor runs); references,
+parameters, timers and diagnostics by the executor; a lock keeps the runtime consistent between them.
 """
 from __future__ import annotations
 
