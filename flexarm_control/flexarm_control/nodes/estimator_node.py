@@ -44,7 +44,7 @@ from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
 from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs
-from flexarm_sim.precompile import compile_lock, ensure_kernels
+from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.messages import diagnostics, qos
 from flexarm_sim.ros.node_main import log_at
@@ -52,7 +52,6 @@ from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns
 
 from ..estimation.config import TABLE
-from ..estimation.filter import warm_kernels
 from ..estimation.runtime import EstimatorRuntime
 
 TIMER_HZ = 20.0
@@ -68,9 +67,7 @@ class EstimatorNode(Node):
         self.params.resolve({'sensors.strain.gauges': []})
         self.model = model
         self.layout = ArmLayout.of(model, arm_id(path, model.spec.name))
-        ensure_kernels(model, log=self.get_logger().info)
-        with compile_lock(self.get_logger().info):           # the filter's own kernels (estimation/filter.py)
-            warm_kernels()
+        ensure_kernels(model, log=self.get_logger().info)      # the filter's kernels too (precompile.KERNEL_GROUPS)
         self.rt = rt = EstimatorRuntime(model, self.params.values, log=self.log)
         self.names = list(model.spec.joint_names)
         self.lockstep = self.params['lockstep']
