@@ -3,8 +3,9 @@ used by the launch files (as launch_ros Node actions), by `flexarm run` (as proc
 spawn exactly these commands: CI has no `ros2 launch`). No ROS imports.
 
 `command(spec)` is the command line launch_ros builds for a Node action: the installed executable,
-`--ros-args -r __node:=<name>`, one `--params-file` per shipped file, then one for the overrides (a YAML file
-`{/<name>: {ros__parameters: overrides}}`, as launch_ros writes for a parameter dictionary).
+`--ros-args -r __node:=<name>`, one `-r from:=to` per remapping, one `--params-file` per shipped file, then one for
+the overrides (a YAML file `{/<name>: {ros__parameters: overrides}}`, as launch_ros writes for a parameter
+dictionary).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class NodeSpec:
     name: str
     params_files: tuple = ()
     overrides: dict = field(default_factory=dict)
+    remappings: tuple = ()             # ((from, to), ...)
 
     def params_yaml(self) -> str:
         """The overrides as launch_ros writes them for a parameter dictionary."""
@@ -61,6 +63,8 @@ def executable(package: str, name: str) -> str:
 def command(spec: NodeSpec, tmpdir: str | None = None) -> list:
     """The argv launch_ros runs for this node (the overrides go to a file in tmpdir)."""
     argv = [executable(spec.package, spec.executable), '--ros-args', '-r', f'__node:={spec.name}']
+    for a, b in spec.remappings:
+        argv += ['-r', f'{a}:={b}']
     for f in spec.params_files:
         argv += ['--params-file', f]
     if spec.overrides:
@@ -171,6 +175,34 @@ def hardware_estimator(arm_file: str, rate: float):
     est = NodeSpec('flexarm_control', 'state_estimator', 'state_estimator', (os.path.join(config, 'estimator.yaml'),),
                    {'arm': arm_file, 'rate': float(rate), 'input': 'measured_effort'})
     return est, {'state_topic': ESTIMATE_TOPIC, 'rate': float(rate)}
+
+
+URDF_JOINT_STATES = '/flexarm/urdf_joint_states'   # the URDF's joints (real + virtual); /joint_states keeps the real
+
+
+def urdf_nodes(path: str, segments=8, use_sim_time: bool = False) -> list:
+    """robot_state_publisher with the arm's URDF as robot_description (`flexarm urdf <arm> -K <segments>`: each
+    flexible link as `segments` rigid cells joined by virtual joints) and flex_joint_states, which turns
+    /flexarm/state into the angles of those joints: robot_description, /tf and /tf_static of every link, as rviz's
+    RobotModel and TF displays expect. Both on URDF_JOINT_STATES (the controllers' /joint_states stays as it is)."""
+    from .urdf_gen import generate_urdf, load
+    try:
+        k = int(str(segments).strip())
+    except ValueError:
+        raise ValueError(f'segments must be an integer (rigid cells per flexible link), got {segments!r}') from None
+    if not 0 <= k <= 100:
+        raise ValueError(f'segments must be 0..100, got {k}')
+    remap = (('joint_states', URDF_JOINT_STATES),)
+    return [NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', (),
+                     {'robot_description': generate_urdf(load(path), k), 'use_sim_time': bool(use_sim_time)}, remap),
+            NodeSpec('flexarm_bringup', 'flex_joint_states', 'flex_joint_states', (),
+                     {'arm': path, 'segments': k, 'use_sim_time': bool(use_sim_time)}, remap)]
+
+
+ROBOT_STATE_PUBLISHER_MISSING = (
+    'robot_state_publisher is not installed: no robot_description, no /tf of the links (the plant\'s '
+    '/flexarm/markers still show the arm). Install ros-$ROS_DISTRO-robot-state-publisher for them, or pass '
+    'robot_state_publisher:=false to silence this')
 
 
 def package_installed(package: str) -> bool:
