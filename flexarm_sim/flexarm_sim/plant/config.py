@@ -43,6 +43,13 @@ TABLE = ParamTable('plant', {
     'wait_for_command': Param(False, boolean(),
                               'realtime/simtime: hold the arm until the first valid command (sim.launch.py sets it '
                               'when it starts a controller, so a gravity-loaded arm does not fall meanwhile)'),
+    'start_paused': Param(False, boolean(),
+                          'start paused at step 0 (the initial state is re-sent at a low rate) until /flexarm/pause '
+                          'false: recorders and observers connect before the first step (flexarm run sets it in '
+                          'lockstep: a recording from step 0)'),
+    'pause_at': Param(0.0, float_range(lo=0.0, hi=1e9),
+                      's of plant time: pause there (the first control instant at or after it), as /flexarm/pause does; '
+                      '0 = never. flexarm run sets it in lockstep: every run ends at the same step', runtime=True),
     'servo.enabled': Param(False, boolean(),
                            'plant-side joint position servo (Naganathan): torque = effort command + kp (q_c - q) + '
                            'kv (qdot_c - qdot) at every sub-step, q_c (qdot_c) from /position_controller/commands; '

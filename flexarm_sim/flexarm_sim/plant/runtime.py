@@ -90,7 +90,8 @@ class PlantRuntime:
         self.outputs_bg = ArmOutputs(model, values['markers.centerline_points'])
         self._lock = threading.Lock()           # core state: loop thread vs. reset / commands
         self._running = False
-        self.paused = False
+        self.paused = bool(values.get('start_paused', False))
+        self._pause_at_done = False             # pause_at reached once (a resume goes on)
         self.awaiting_command = bool(values['wait_for_command']) and self.mode != 'lockstep'
         self.total_steps = 0                    # integrated steps since start (never reset): simulated clock
         self.plant_time = 0.0                   # s, watchdog clock
@@ -98,6 +99,7 @@ class PlantRuntime:
         self.loop_priority = 0
         self.watchdog_state = self.gate.state
         self._trail = collections.deque(maxlen=max(1, values['markers.trail_length']))
+        self._trail_ns = None                   # stamp of the newest trail point (a re-sent instant adds none)
         self._snapshot = None
         self._snap_cv = threading.Condition()
         self.warn_throttle = Throttle(2.0)
@@ -146,6 +148,8 @@ class PlantRuntime:
         self.core.max_abs_position = new['divergence.max_abs_position']
         self.core.max_abs_velocity = new['divergence.max_abs_velocity']
         self.sched.max_catchup = new['max_catchup_steps']
+        if 'pause_at' in changed:
+            self._pause_at_done = False
         self._wall_period = self._period(new)
         if new['markers.trail_length'] != self._trail.maxlen:
             self._trail = collections.deque(self._trail, maxlen=max(1, new['markers.trail_length']))
@@ -217,6 +221,7 @@ class PlantRuntime:
                 self.core.servo.qd_c[:] = 0.0
             self.gate.clear()
             self._trail.clear()
+            self._trail_ns = None
             if self.sensors is not None:
                 self.sensors.reset()
             self.sched.start()
@@ -246,6 +251,20 @@ class PlantRuntime:
     def pause(self, flag: bool):
         self.paused = bool(flag)
         self._wake_loop()
+
+    def _pause_due(self) -> bool:
+        """pause_at reached (loop thread): pause now, once. Compared as the stamps' readers compare times
+        (seconds + 1e-9 nanoseconds), so a reader waiting for t >= pause_at sees the instant the plant stops at."""
+        at = self.cfg.get('pause_at', 0.0)
+        if not at or self._pause_at_done:
+            return False
+        sec, nsec = divmod(self.sim_ns(), 1_000_000_000)
+        if sec + 1e-9 * nsec < at:
+            return False
+        self._pause_at_done = True
+        self.paused = True
+        self._log('info', f'paused at plant time {sec + 1e-9 * nsec:.9g} s (pause_at {at:g} s)')
+        return True
 
     def _wake_loop(self):
         """Wake a lock-step loop waiting for a command (reset, pause, stop)."""
@@ -329,8 +348,9 @@ class PlantRuntime:
         """Output thread: geometry and trail, handed to the sink."""
         length = self.cfg['markers.trail_length']
         joints, lines, tip = self.outputs_bg.geometry(z)
-        if length > 0:
+        if length > 0 and t_ns != self._trail_ns:
             self._trail.append(tip)
+            self._trail_ns = t_ns
         trail = np.array(self._trail, dtype=float).reshape(-1, 3) if length > 0 else np.zeros((0, 3))
         self.sink.markers(joints, lines, tip, trail, t_ns)
 
@@ -354,8 +374,18 @@ class PlantRuntime:
             if t.is_alive():
                 t.join(timeout=2.0)
 
-    def _take_snapshot(self, t_ns):
-        snap = (self.core.z.copy(), t_ns)
+    def _marker_sample(self, z, t_ns):
+        """Markers of the state z at t_ns: lock-step computes and publishes them in the loop thread (every marker of
+        the plant's timeline, none dropped, whatever the machine's load: a lock-step run publishes the same messages
+        every time); realtime/simtime hand a snapshot to the output thread (off the timing loop; one still pending is
+        replaced by the newer)."""
+        if self.mode == 'lockstep':
+            self._markers(z, t_ns)
+        else:
+            self._take_snapshot(t_ns, z)
+
+    def _take_snapshot(self, t_ns, z=None):
+        snap = (self.core.z.copy() if z is None else z, t_ns)
         with self._snap_cv:
             self._snapshot = snap
             self._snap_cv.notify()
@@ -422,7 +452,7 @@ class PlantRuntime:
         if state and self.every_state and k % self.every_state == 0:
             sink.state(c.z, c.zd, c.tau, c.step_index, t_ns)
         if self.every_markers and k % self.every_markers == 0:
-            self._take_snapshot(t_ns)
+            self._marker_sample(c.z.copy(), t_ns)
 
     # ------------------------------------------------------------------ sensor models (flexarm_sim/sensors.py)
     @property
@@ -458,7 +488,7 @@ class PlantRuntime:
         if self.every_state:
             self.sink.state(z, zd, tau, k, t_ns)
         if self.every_markers:
-            self._take_snapshot(t_ns)
+            self._marker_sample(z, t_ns)
         time.sleep(IDLE_PERIOD)
 
     def _timed_loop(self):
@@ -470,7 +500,7 @@ class PlantRuntime:
         realtime = self.mode == 'realtime'
         poll = getattr(self.sink, 'poll_commands', None)
         while self._running:
-            if self.paused or self.core.diverged or self.awaiting_command:
+            if self.paused or self.core.diverged or self.awaiting_command or self._pause_due():
                 idle = True
                 self._idle()
                 continue
@@ -500,7 +530,7 @@ class PlantRuntime:
         take = getattr(self.sink, 'take_command', None)      # commands straight from the transport (hot path)
         poll = getattr(self.sink, 'poll_commands', None)
         while self._running:
-            if self.paused or self.core.diverged:
+            if self.paused or self.core.diverged or self._pause_due():
                 self._idle()
                 continue
             with self._lock:
