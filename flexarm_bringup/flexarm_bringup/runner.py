@@ -48,16 +48,17 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from flexarm_control.laws.pd import naganathan_gains
 from flexarm_control.nodes.controller_node import ControllerNode
 from flexarm_control.nodes.estimator_node import EstimatorNode
-from flexarm_msgs.msg import FlexState
+from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.common.params import ConfigError
 from flexarm_sim.model import load_model
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.node import PlantNode
+from flexarm_sim.ros.cdr import serialize
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import qos
-from flexarm_sim.ros.node_main import default_executor
+from flexarm_sim.ros.node_main import SPIN_WAKE_S, default_executor
 
 from .bringup import CONTROLLERS, ESTIMATORS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
@@ -72,7 +73,16 @@ RECORDED_TOPICS = (
     ('/flexarm/reference', 'trajectory_msgs/msg/JointTrajectory'),
     ('/flexarm/markers', 'visualization_msgs/msg/MarkerArray'),
     ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray'),
+    ('/clock', 'rosgraph_msgs/msg/Clock'),
+    ('/flexarm/effort_command', 'flexarm_msgs/msg/JointEffortCommand'),
+    ('/position_controller/commands', 'std_msgs/msg/Float64MultiArray'),
+    ('/flexarm/strain', 'flexarm_msgs/msg/StrainGauges'),
+    ('/flexarm/tip_imu', 'sensor_msgs/msg/Imu'),
 )
+# the plant's timeline topics: its diagnostics count what it published on each (plant/node.py), a lock-step recording
+# holds exactly that many
+PLANT_TIMELINE = ('/flexarm/state', '/joint_states', '/clock', '/flexarm/markers', '/flexarm/strain', '/flexarm/tip_imu')
+RECORD_DRAIN_S = 30.0         # s (wall) for the recorder to take what the paused plant published
 STARTUP_QUIET_S = 60.0
 STARTUP_LIMIT_S = 600.0
 RUN_STALL_S = 30.0            # wall seconds without plant time advancing: the run is stuck
@@ -155,6 +165,8 @@ def node_specs(args, model=None):
     plant_extra = {'publish_rates.joint_states': float(min(args.rate, 1000.0)), 'publish_rates.markers': 30.0,
                    'publish_rates.diagnostics': 2.0}
     ctl_extra = {}
+    if _held(args):       # lock-step: from step 0, paused, to the end of the run, paused (_start_held, the recording)
+        plant_extra.update({'start_paused': True, 'pause_at': args.lead + args.duration})
     if args.plant_servo:
         kp, kv = thesis_servo_gains(model, math.radians(args.angle))
         plant_extra.update({'servo.enabled': True, 'servo.kp': kp, 'servo.kv': kv})
@@ -162,6 +174,13 @@ def node_specs(args, model=None):
     return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
                      shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
                      estimator=getattr(args, 'estimator', 'none'))
+
+
+def _held(args) -> bool:
+    """Does this run start the plant paused at step 0 and end it paused at lead + duration? Lock-step runs whose
+    nodes the runner starts: the same run then publishes the same messages from the first step to the last (a
+    recording holds them all, every time)."""
+    return args.time_mode == 'lockstep' and not getattr(args, 'attach', False)
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -236,6 +255,13 @@ class RunnerNode:
         self.pause_client = None
         self.diag_sub = node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
+        self.plant_diags = 0          # plant diagnostics received
+        self.commands_seen = 0        # lock-step: stamped commands seen (the controller answers the held plant)
+        self.cmd_sub = node.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_command,
+                                                qos(10), raw=True)
+
+    def _on_command(self, _data):
+        self.commands_seen += 1
 
     def close(self):
         self.hot_loop.stop()
@@ -316,6 +342,7 @@ class RunnerNode:
                     self.controller_diag = vals
                 elif 'plant' in st.name:
                     self.plant_diag = dict(vals, _message=st.message)
+                    self.plant_diags += 1
 
     def latest(self):
         with self.lock:
@@ -335,7 +362,7 @@ class RunnerNode:
             s = int(math.floor(tk))
             pt.time_from_start = Duration(sec=s, nanosec=int(round((tk - s) * 1e9)))
             msg.points.append(pt)
-        self.pub_ref.publish(msg)
+        self.pub_ref.publish(serialize(msg))          # padding zero: the same reference, the same bytes
 
 
 def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None):
@@ -501,7 +528,7 @@ def _run(args, progress, tmpdir):
         return _fail(str(e))
     layout = ArmLayout.of(model, arm_id(path, model.spec.name))
     procs = _Processes(tmpdir)
-    executors, spins, composed, nodes = [], [], [], []
+    spins, composed, nodes = [], [], []
     recorder = runner = None
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
@@ -509,47 +536,123 @@ def _run(args, progress, tmpdir):
         nodes.append(node)
         runner = RunnerNode(node, layout)
         runner.stride = int(round(args.rate / args.control_rate))
-        executors.append(default_executor()())
-        executors[0].add_node(node)
+        spins.append(_Spinner(node))
         if args.record:
             recorder = Recorder(node, args.record, RECORDED_TOPICS,
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
         names = ', '.join(s.name for s in specs)
+        # lock-step (_held): the plant last, paused at step 0, once the others are connected to the runner's recorder
+        # (their first messages answer the plant's first state: a recorder matched later would miss them)
+        first, last = specs, []
+        if _held(args):
+            first = [s for s in specs if s.package != 'flexarm_sim']
+            last = [s for s in specs if s.package == 'flexarm_sim']
         if args.attach:
             progress.line(f'attaching to the running {names}')
         elif args.single_process:
             progress.line(f'starting {names} in this process')
-            composed = _compose(specs, tmpdir)
-            nodes.extend(composed)
-            for n in composed:
-                executors.append(default_executor()())
-                executors[-1].add_node(n)
+            for group in (first, last):
+                if group is last and last:
+                    err = _connected(node, recorder, [s.name for s in first], progress)
+                    if err:
+                        return _fail(err)
+                for n in _compose(group, tmpdir):
+                    composed.append(n)
+                    nodes.append(n)
+                    spins.append(_Spinner(n))
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
             progress.line(f'starting {names} ({args.time_mode}, control at {args.control_rate:g} Hz)')
-            for s in specs:
+            for s in first:
                 procs.start(s.name, command(s, tmpdir), env)
-        for ex in executors:
-            spins.append(threading.Thread(target=ex.spin, daemon=True))
-            spins[-1].start()
+            if last:
+                err = _connected(node, recorder, [s.name for s in first], progress, procs)
+                if err:
+                    return _fail(err)
+                for s in last:
+                    procs.start(s.name, command(s, tmpdir), env)
         return _drive(args, model, runner, procs, recorder, progress)
     finally:
-        # orderly shutdown: node processes, composed loops, recording, executors (and their threads), nodes
-        procs.stop()
-        for n in composed:
-            n.stop()
+        _shut_down(procs, composed, runner, recorder, spins, nodes)
+
+
+class _Spinner:
+    """A node's executor spun by a thread of its own until stop(): the loop looks at its flag at least every
+    SPIN_WAKE_S, so stop() returns with nothing in the executor's wait (see _shut_down)."""
+
+    def __init__(self, node):
+        self.executor = default_executor()()
+        self.executor.add_node(node)
+        self._running = True
+        self.thread = threading.Thread(target=self._spin, name=f'spin-{node.get_name()}', daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        ex = self.executor
+        while self._running:
+            ex.spin_once(timeout_sec=SPIN_WAKE_S)
+
+    def stop(self):
+        self._running = False
+        self.thread.join(timeout=5.0)
+        return not self.thread.is_alive()
+
+
+def _shut_down(procs, composed, runner, recorder, spins, nodes):
+    """Orderly shutdown. The rule: nothing is destroyed while a thread may use it. A spin thread's executor enters
+    every entity of its nodes into its wait set: destroying one meanwhile raised `InvalidHandle: cannot use
+    Destroyable because destruction was requested` in that thread (after `run done`, 2 runs in 4 of `make demo`;
+    the recorder destroyed its subscriptions while the runner's executor spun). So: the node processes, the composed
+    nodes' own threads, the runner's and the recorder's threads (the file is finished), then the spin threads
+    (joined), then the executors, and only then the entities and nodes."""
+    procs.stop()
+    for n in composed:
+        n.stop()
+    if runner is not None:
+        runner.hot_loop.stop()
+    if recorder is not None:
+        recorder.close()
+    stopped = [sp.stop() for sp in spins]
+    for sp, ok in zip(spins, stopped):
+        sp.executor.shutdown(timeout_sec=5.0 if ok else 0.0)
+    if all(stopped):                    # a spin thread that did not stop keeps its entities (the process exits)
         if runner is not None:
             runner.close()
         if recorder is not None:
-            recorder.close()
-        for ex in executors:
-            ex.shutdown(timeout_sec=5.0)
-        for th in spins:
-            th.join(timeout=5.0)
+            recorder.release()
         for n in reversed(nodes):
             n.destroy_node()
-        rclpy.try_shutdown()
+    rclpy.try_shutdown()
+
+
+def _subscribes_state(node, name) -> bool:
+    """Is node /name in the graph with its state subscription?"""
+    try:
+        topics = {t for t, _ in node.get_subscriber_names_and_types_by_node(name, '/')}
+    except Exception:  # noqa: BLE001 - rclpy's NodeNameNonExistentError: not discovered yet
+        return False
+    return bool(topics & {'/flexarm/state', '/flexarm/state_estimate', '/joint_states'})
+
+
+def _connected(node, recorder, names, progress, procs=None, timeout=STARTUP_QUIET_S * 5):
+    """Lock-step: wait until the started nodes `names` are in the graph with their state subscription (created after
+    all their publishers) and, when recording, until the recorder is matched with every publisher of its topics;
+    '' or what went wrong."""
+    t0 = time.monotonic()
+    while True:
+        missing = [n for n in names if not _subscribes_state(node, n)]
+        if not missing and (recorder is None or recorder.matched()):
+            return ''
+        if procs is not None:
+            ex = procs.exited()
+            if ex:
+                return f'{ex[0]} exited with code {ex[1]} during start-up:\n' + procs.tail(ex[0])
+            _relay(progress, procs.new_lines())
+        if time.monotonic() - t0 > timeout:
+            return (f'{", ".join(missing) or "the recorder"} not connected after {timeout:.0f} s'
+                    + ('' if procs is None else '\n' + '\n'.join(f'--- {n} log:\n' + procs.tail(n) for n in missing)))
+        time.sleep(0.02)
 
 
 def _compose(specs, tmpdir):
@@ -576,8 +679,8 @@ def _not_ready(runner, args, procs):
     latest = runner.latest()
     if latest is None:
         return ['plant']
-    if args.controller != 'none' and latest[1] == 0:
-        return [args.controller]
+    if args.controller != 'none' and latest[1] == 0 and not (_held(args) and runner.commands_seen):
+        return [args.controller]       # held (lock-step): it has answered the plant's first state
     return []
 
 
@@ -657,6 +760,10 @@ def _drive(args, model, runner, procs, recorder, progress):
                                  f'(its diagnostics: {runner.controller_diag})\n--- {args.controller} log:\n'
                                  + procs.tail(args.controller))
                 time.sleep(0.005)
+            if recorder is not None and _held(args):
+                err = _recording_from_start(recorder)
+                if err:
+                    return _fail(err)
             err = runner.pause(False)
             if err:
                 return _fail(err)
@@ -692,9 +799,10 @@ def _drive(args, model, runner, procs, recorder, progress):
     cpu = {name: round(100.0 * (cpu1[name] - cpu0[name]) / wall, 1) for name in cpu1 if name in cpu0}
     progress.line(f'run done: {args.duration:g} s of plant time in {wall:.1f} s wall')
     time.sleep(0.6)      # one more diagnostics period
+    record_problems = []
     if recorder is not None:
         t0 = time.monotonic()
-        recorder.close()     # the file holds exactly what the summary reports
+        record_problems = _finish_recording(args, runner, recorder)   # the file holds what the summary reports
         if time.monotonic() - t0 > PROGRESS_AFTER_S:
             progress.line(f'recording written in {time.monotonic() - t0:.1f} s')
     with runner.lock:
@@ -715,7 +823,8 @@ def _drive(args, model, runner, procs, recorder, progress):
     if args.estimator != 'none':
         summary.update(estimator_resets=_num(ediag.get('resets')), estimator_status=ediag.get('_message', ''))
     if recorder is not None:
-        summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
+        summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts),
+                             'complete': not record_problems, 'problems': record_problems}
     if args.plot:
         t0 = time.monotonic()
         plot_run(args.plot, plot['t'], plot['q'], plot['q_ref'], plot['tau'], plot['tip_deflection'],
@@ -728,7 +837,60 @@ def _drive(args, model, runner, procs, recorder, progress):
         print(json.dumps(summary))
     else:
         _print_summary(summary)
+    if record_problems:
+        return _fail('the recording is incomplete: ' + '; '.join(record_problems), code=3)
     return 0
+
+
+def _recording_from_start(recorder) -> str:
+    """Held lock-step run, before the plant's first step: the recorder is matched with every publisher and holds
+    the plant's first state (re-sent while it is paused); '' or what went wrong."""
+    deadline = time.monotonic() + STARTUP_QUIET_S
+    while not recorder.matched() or not recorder.counts.get('/flexarm/state'):
+        if time.monotonic() > deadline:
+            return (f'the recorder has not received the paused plant\'s first state after {STARTUP_QUIET_S:.0f} s '
+                    f'(recorded so far: {recorder.counts})')
+        time.sleep(0.01)
+    return ''
+
+
+def _plant_counts_final(runner, timeout=10.0):
+    """{topic: samples the plant published} once it is paused for good: two diagnostics in a row say paused with the
+    same counts (plant/node.py); None if they do not within timeout."""
+    deadline = time.monotonic() + timeout
+    seen, last = runner.plant_diags, None
+    while time.monotonic() < deadline:
+        with runner.lock:
+            n, d = runner.plant_diags, dict(runner.plant_diag)
+        if n != seen:
+            seen = n
+            if d.get('paused') == 'True':
+                counts = {k[len('published.'):]: int(v) for k, v in d.items() if k.startswith('published.')}
+                if counts == last:
+                    return counts
+                last = counts
+        time.sleep(0.02)
+    return None
+
+
+def _finish_recording(args, runner, recorder) -> list:
+    """Finish the recording; returns why it is incomplete ([] when it is not). Every recording: no message lost
+    between a publisher and the recorder (recorder.problems). A held lock-step run (the plant paused itself at the
+    run's end): every sample the plant published on its timeline topics is in the file, counted against the plant's
+    own count (issue 23, item 6)."""
+    problems, expected = [], {}
+    if _held(args):
+        expected = _plant_counts_final(runner)
+        if expected is None:
+            problems.append('the plant did not report what it published (no diagnostics after its pause)')
+            expected = {}
+        expected = {k: v for k, v in expected.items() if k in PLANT_TIMELINE}
+        recorder.wait_for(expected, RECORD_DRAIN_S)
+    recorder.close()
+    counts = recorder.counts
+    problems += [f'{topic}: {counts.get(topic, 0)} of the {n} messages the plant published'
+                 for topic, n in sorted(expected.items()) if counts.get(topic, 0) != n]
+    return problems + recorder.problems()
 
 
 def _print_summary(s):
