@@ -283,3 +283,29 @@ def test_lockstep_timeline_from_step_0_to_pause_at(deluca):
         assert [t for (t,) in sink.unique('clock')][-1] == 50_000_000
     finally:
         rt.stop()
+
+
+def test_reset_refuses_states_beyond_the_arm_and_the_model(deluca):
+    """/flexarm/reset (PlantRuntime.reset): joint rates beyond the velocity limits, a tip deflection beyond the model's
+    validity, and modal rates beyond what a mode reaches at its frequency with the largest valid amplitude are
+    refused, naming the field (a reset to 99,999 rad/s or a modal coordinate of 5000 passed the divergence bounds and
+    the plant 'diverged at step 1' with a 2e8 m tip). States within them are accepted."""
+    from flexarm_sim.plant import config
+    from flexarm_sim.plant.runtime import PlantRuntime
+    rt = PlantRuntime(deluca, config.resolved(dict(config.TABLE.defaults()), deluca))
+    lm = deluca.link_modes[0]
+    length = deluca.spec.joints[0].link.length
+    reach = np.linalg.norm(deluca.data.phi_tip[0, :, 0])
+    amplitude = rt.core.validity_limit * length / reach           # mode 1 of link 1 at the validity limit
+    for args, words in (
+            (([0, 0], [99999.0, 0], [], []), ('velocity[0]', 'shoulder', 'velocity limit')),
+            (([0, 0], [0, -10.5], [], []), ('velocity[1]', 'elbow')),
+            (([0, 0], [], [5000.0, 0, 0, 0], []), ('modal_position', 'shoulder', 'validity')),
+            (([0, 0], [], [1.01 * amplitude, 0, 0, 0], []), ('modal_position',)),
+            (([0, 0], [], [], [1.01 * lm.omega[0] * amplitude, 0, 0, 0]), ('modal_velocity[0]', 'mode 1'))):
+        ok, why = rt.reset(False, *args)
+        assert not ok and all(w in why for w in words), why
+    for args in (([0.3, -0.2], [9.9, -9.9], [], []), ([0, 0], [], [0.99 * amplitude, 0, 0, 0],
+                                                      [0.99 * lm.omega[0] * amplitude, 0, 0, 0])):
+        ok, why = rt.reset(False, *args)
+        assert ok, why

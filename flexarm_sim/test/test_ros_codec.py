@@ -234,3 +234,31 @@ def _padding_offsets(msg):
         cdr._align = real
     assert len(marked) == len(zero)
     return {i for i, (x, y) in enumerate(zip(zero, marked)) if x != y}
+
+
+def test_oversized_inputs_are_refused_unread_and_reasons_bounded():
+    """Twenty 10^6-element commands made the plant's loop thread deserialize 8 MB each (317 skipped periods): a
+    command longer than its joints need is refused by the command rule without being read, naming its count. A
+    joint state naming a joint twice, or 10^5 joints, is refused (the last duplicate won before). A diagnostics
+    message holds at most MAX_REASON characters of a reason (a 10^6-name reference gave a 10.9 MB one)."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from flexarm_sim.common.commands import MAX_REASON, check_command
+    from flexarm_sim.ros.cdr import serialize
+    from flexarm_sim.ros.messages import CommandReader, diagnostics
+    from flexarm_sim.ros.sensors import decode_joint_state
+    reader = CommandReader(2)
+    data = serialize(Float64MultiArray(data=[0.5] * 10 ** 6))
+    values = reader.values(data)
+    assert values.shape == (10 ** 6,) and values.strides == (0,)          # a view of nothing: not read
+    assert check_command(values, -np.ones(2), np.ones(2))[1] == 'expected 2 values, got 1000000'
+    assert reader.values(serialize(Float64MultiArray(data=[0.5, -0.5]))).tolist() == [0.5, -0.5]
+    assert reader.values(serialize(Float64MultiArray(data=[0.5] * 3))).tolist() == [0.5] * 3    # small: read
+    step, stamp, eff = reader.stamped_command(data)
+    assert check_command(eff, -np.ones(2), np.ones(2))[0] is None
+    for names, words in ((['shoulder', 'shoulder'], 'given twice'), ([f'j{i}' for i in range(10 ** 5)], '100000')):
+        with pytest.raises(ValueError, match=words):
+            decode_joint_state(JointState(name=names, position=[0.0] * len(names)), ['shoulder', 'elbow'])
+    st = diagnostics('n', 'h', 'warn', 'x' * 10 ** 6, {'last_reject_reason': 'y' * 10 ** 6}, 0).status[0]
+    assert len(st.message) <= MAX_REASON + 40 and len(st.values[0].value) <= 4 * MAX_REASON + 40
+    assert st.message.endswith('(1000000 characters)')

@@ -24,21 +24,40 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, load_arm_model
+from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
-from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos
+from flexarm_sim.ros.messages import MAX_REFERENCE_BYTES, CommandWriter, diagnostics, qos, trajectory_counts
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from ..controller.config import TABLES
 from ..controller.runtime import ControllerRuntime
+from ..laws.reference import MAX_POINTS
+
+def reference_size_problem(data, n_joints) -> str:
+    """Why a serialized reference is refused unread ('' if it may be read): more bytes than MAX_REFERENCE_BYTES,
+    more joint names than the arm's joints, more points than laws.reference.MAX_POINTS."""
+    if len(data) > MAX_REFERENCE_BYTES:
+        return f'{len(data)} bytes (at most {MAX_REFERENCE_BYTES})'
+    try:
+        names, points = trajectory_counts(data)
+    except ValueError as e:
+        return str(e)
+    if names > n_joints:
+        return f'{names} joint names for an arm of {n_joints} joints'
+    if points > MAX_POINTS:
+        return f'{points} points: at most {MAX_POINTS} per trajectory'
+    return ''
+
 
 class ControllerNode(Node):
     def __init__(self, kind, **kw):
@@ -75,7 +94,7 @@ class ControllerNode(Node):
         self.hot = HotSubscription(self, FlexState, self.params['state_topic'], qos(100 if self.lockstep else 1))
         self.hot_loop = HotLoop(self.hot, self._on_state, f'{kind}-states',
                                 on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
-        self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos(10))
+        self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos(10), raw=True)
         if not self.lockstep:
             self.create_timer(1.0 / rt.rate if not self.params['event_driven'] else self.state_timeout,
                               self._on_timer)
@@ -169,14 +188,32 @@ class ControllerNode(Node):
                 tau = self.rt.on_state(st.z, st.zd, st.t, age)
             self._publish(tau)
 
-    def _on_reference(self, msg):
-        if self._t_last_state is None:
+    def _on_reference(self, data):
+        """A reference (raw): its size checked before it is read, then built and checked outside the lock the
+        state thread needs (a 10^5-point reference once held it for 29 s: control stopped, the plant's watchdog
+        fired), installed under it."""
+        msg, why = None, reference_size_problem(data, self.model.n_joints)
+        if not why:
+            try:
+                msg = deserialize_message(bytes(data), JointTrajectory)
+            except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no JointTrajectory
+                why = f'not a trajectory_msgs/JointTrajectory ({type(e).__name__})'
+        if msg is not None and self._t_last_state is None:
             self.get_logger().warning('reference before the first state: ignored')
             return
+        t_now = self._t_last_state
+        if msg is not None:
+            with self._lock:
+                start = self.rt.reference_start(t_now)
+            ref, why = self.rt.prepare_reference(msg, t_now, start)
+        else:
+            ref = None
         with self._lock:
-            ok, reason = self.rt.on_reference(msg, self._t_last_state)
+            ok, reason = self.rt.install_reference(ref, t_now, why)
         if not ok:
-            self.get_logger().warning(f'rejected reference: {reason} (previous reference kept)')
+            self.get_logger().warning(f'rejected reference: {clip(reason)} (previous reference kept)')
+        elif reason:
+            self.get_logger().warning(f'reference: {reason}')
         self._publish_diagnostics()           # at once: who sent it learns the outcome (sim time may stand still)
 
     def _publish(self, tau):

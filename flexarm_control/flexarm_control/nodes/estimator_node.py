@@ -37,11 +37,13 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
 from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
 from flexarm_sim.arms import arm_id, load_arm_model
+from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.precompile import ensure_kernels
@@ -49,12 +51,13 @@ from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.messages import diagnostics, qos
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
-from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns
+from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns, too_long
 
 from ..estimation.config import TABLE
 from ..estimation.runtime import EstimatorRuntime
 
 TIMER_HZ = 20.0
+FUTURE_TOLERANCE_S = 0.5      # s a reading's stamp may lead this node's clock (transport, clocks of two machines)
 FRAME_ID = 'base_link'
 
 
@@ -89,14 +92,16 @@ class EstimatorNode(Node):
         self._wait_since = None
         # readings before the tick: their subscriptions first (module docstring)
         if rt.sensor_set.gauges:
-            self.create_subscription(StrainGauges, '/flexarm/strain', self._on_strain, readings)
+            self.create_subscription(StrainGauges, '/flexarm/strain', self._raw(StrainGauges, 'strain', 'strain',
+                                                                             self._on_strain), readings, raw=True)
         if rt.sensor_set.accelerometer:
             self.create_subscription(Imu, '/flexarm/tip_imu', self._on_imu, readings)
         if self.lockstep:
             self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped_command, qos(100))
         else:
             self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10))
-        self.create_subscription(JointState, '/joint_states', self._on_joints, readings)
+        self.create_subscription(JointState, '/joint_states', self._raw(JointState, 'encoders', 'joint state',
+                                                                         self._on_joints), readings, raw=True)
         if self.lockstep:
             self.create_subscription(FlexState, '/flexarm/state', self._on_instant, readings)
         self._t_last_js = time.monotonic()
@@ -118,12 +123,42 @@ class EstimatorNode(Node):
         now = time.monotonic()
         if now - self.warn_last.get(what, -1e9) > 2.0:
             self.warn_last[what] = now
-            self.get_logger().warning(f'rejected {what}: {reason}')
+            self.get_logger().warning(f'rejected {what}: {clip(reason)}')
 
     # ------------------------------------------------------------------ readings
+    def _raw(self, msg_type, track, what, handler):
+        """A callback for a raw subscription: a message beyond sensors.MAX_READING_BYTES is refused unread (a huge
+        one would hold this node's only thread while rclpy reads it), others are read and handed on."""
+        def callback(data):
+            why = too_long(data)
+            if not why:
+                try:
+                    msg = deserialize_message(bytes(data), msg_type)
+                except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
+                    why = f'unreadable ({type(e).__name__})'
+            if why:
+                self.rt.tracks[track].reject(f'{track}: {why}')
+                self._rejected(what, why)
+                return
+            handler(msg)
+        return callback
+
+    def _future(self, t_ns) -> str:
+        """Why a reading stamped t_ns is refused as from the future ('' if it is not): more than FUTURE_TOLERANCE_S
+        ahead of this node's clock (the ROS clock: sim time in simtime/lockstep). One such reading made the missing-
+        encoder watch wait for its stamp: encoders silent for 5 s were never flagged."""
+        now = self.get_clock().now().nanoseconds
+        ahead = 1e-9 * (t_ns - now)
+        if now > 0 and ahead > FUTURE_TOLERANCE_S:
+            return f'stamped {ahead:.3f} s ahead of this node\'s clock (at most {FUTURE_TOLERANCE_S:g} s)'
+        return ''
+
     def _on_joints(self, msg):
         try:
             q, qd, eff, t_ns = decode_joint_state(msg, self.names)
+            why = self._future(t_ns)
+            if why:
+                raise ValueError(why)
         except ValueError as e:
             tr = self.rt.tracks['encoders']
             tr.reject(f'encoders: {e}')
@@ -152,6 +187,9 @@ class EstimatorNode(Node):
         complete a control instant."""
         try:
             value, t_ns = decode()
+            why = self._future(t_ns)
+            if why:
+                raise ValueError(why)
         except ValueError as e:
             self.rt.tracks[track].reject(f'{track}: {e}')
             self._rejected(track, str(e))

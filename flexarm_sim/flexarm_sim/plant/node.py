@@ -52,6 +52,7 @@ from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
 from flexarm_msgs.srv import SetState
 
 from ..arms import arm_id, load_arm_model
+from ..common.commands import clip
 from ..common.params import ConfigError
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
@@ -244,7 +245,7 @@ class PlantNode(Node):
     def _rejected(self, what, reason):
         if not reason.startswith('stale') and self.rt.warn_throttle(time.monotonic()):
             g, ib = self.rt.gate, self.rt.inbox
-            self.get_logger().warning(f'rejected {what}: {reason} (previous command kept; '
+            self.get_logger().warning(f'rejected {what}: {clip(reason)} (previous command kept; '
                                       f'{g.rejected + ib.rejected + self.rt.n_position_rejected} rejected so far)')
 
     def _on_command(self, data):
@@ -266,6 +267,7 @@ class PlantNode(Node):
         resp.success, resp.message = self.rt.reset(req.to_initial, req.position, req.velocity, req.modal_position,
                                                    req.modal_velocity)
         if not resp.success:
+            resp.message = clip(resp.message)
             self.get_logger().warning(f'reset refused: {resp.message}')
         return resp
 

@@ -137,7 +137,8 @@ class PlantRuntime:
     def apply(self, new: dict, changed=()):
         """Run-time parameter changes (already validated by the table); ConfigError for rules across parameters."""
         check_against_arm(new, self.model)
-        if self.mode == 'lockstep' and 'publish_rates.state' in changed:
+        if (self.mode == 'lockstep' and 'publish_rates.state' in changed
+                and new['publish_rates.state'] != self.cfg['publish_rates.state']):     # (the same value: no change)
             raise ConfigError('publish_rates.state', 'the control period of a lock-step plant is fixed at start')
         limits = np.array(new['effort_limits'], dtype=float)
         self.gate.set_limits(limits)
@@ -235,13 +236,42 @@ class PlantRuntime:
 
     def state_admissible(self, z, zd) -> str:
         """'' if (z, zd) is a state the plant may be put in, else why not: joint angles within the arm's position
-        limits, every coordinate and rate within the divergence bounds."""
-        q = z[self.model.q_index]
-        names = self.model.spec.joint_names
-        for j in range(self.model.n_joints):
+        limits and joint rates within its velocity limits; each link's tip deflection within the model's validity
+        (validity_limit of the link length) and each modal rate at most what that mode reaches oscillating at its
+        frequency with that amplitude (omega_k delta_max,k); every coordinate and rate within the divergence bounds.
+        (A reset to 99,999 rad/s or a modal coordinate of 5000 once passed: 'diverged at step 1', a 2e8 m tip.)"""
+        model = self.model
+        q, qd = z[model.q_index], zd[model.q_index]
+        names = model.spec.joint_names
+        for j, js in enumerate(model.spec.joints):
             if not self.position_lo[j] <= q[j] <= self.position_hi[j]:
                 return (f'position[{j}] ({names[j]}) = {q[j]:g} rad is outside the joint limits '
                         f'[{self.position_lo[j]:g}, {self.position_hi[j]:g}]')
+            if not abs(qd[j]) <= js.velocity_limit:
+                return (f'velocity[{j}] ({names[j]}) = {qd[j]:g} rad/s exceeds the joint\'s velocity limit '
+                        f'{js.velocity_limit:g} rad/s')
+        limit = self.core.validity_limit
+        phi = model.data.phi_tip
+        k0 = 0
+        for j, lm in enumerate(model.link_modes):
+            m = lm.n_modes
+            if not m:
+                continue
+            length = model.spec.joints[j].link.length
+            ds = model.q_index[j] + 1
+            d, dd = z[ds:ds + m], zd[ds:ds + m]
+            P = phi[j, :, :m]
+            tip = float(np.linalg.norm(P @ d))
+            if not tip <= limit * length:
+                return (f'modal_position of link {names[j]}: a tip deflection of {tip:.4g} m, beyond the model\'s '
+                        f'validity ({100 * limit:g} % of its {length:g} m)')
+            reach = np.linalg.norm(P, axis=0)                  # m of tip per unit of each modal coordinate
+            for k in range(m):
+                if reach[k] > 0 and not abs(dd[k]) <= lm.omega[k] * limit * length / reach[k]:
+                    return (f'modal_velocity[{k0 + k}] (link {names[j]}, mode {k + 1}) = {dd[k]:g}: faster than the '
+                            f'mode oscillating at its {lm.omega[k] / (2 * np.pi):.4g} Hz with the largest valid '
+                            f'amplitude ({lm.omega[k] * limit * length / reach[k]:.4g})')
+            k0 += m
         if np.max(np.abs(z)) > self.core.max_abs_position:
             return f'a coordinate exceeds divergence.max_abs_position ({self.core.max_abs_position:g})'
         if np.max(np.abs(zd)) > self.core.max_abs_velocity:
