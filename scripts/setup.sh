@@ -24,12 +24,16 @@ run() {
     fi
 }
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
-# CPU seconds (user + system) of the finished children of this shell so far (bash `times`, second line)
-_child_cpu() { times | tail -1 | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%.1f", s }'; }
+# CPU seconds (user + system) of the finished children of this shell so far: bash's `times`, run in this shell
+# (not in a $(...) subshell, whose children are not this shell's), its second line parsed
+_times_file="$(mktemp)"
 _t0=; _c0=
-step_start() { _t0=$(date +%s.%N); _c0=$(_child_cpu); }
+step_start() { _t0=$(date +%s.%N); times > "$_times_file"; _c0=$(_child_cpu_read); }
+_child_cpu_read() { awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] }
+    printf "%.1f", s }' "$_times_file"; }
 step_done() {  # where the time goes: wall and CPU of each step (CPU ~ wall on an idle machine for one-core work)
-    say "  $1: $(echo "$(date +%s.%N) - $_t0" | bc | xargs printf '%.1f') s wall, $(echo "$(_child_cpu) - $_c0" | bc) s CPU"
+    times > "$_times_file"
+    say "  $1: $(echo "$(date +%s.%N) - $_t0" | bc | xargs printf '%.1f') s wall, $(echo "$(_child_cpu_read) - $_c0" | bc) s CPU"
 }
 
 # --- 1. tools the machine must have -------------------------------------------------------------
@@ -115,4 +119,5 @@ if [ "$(cat "$STAMP_DIR/precompiled" 2>/dev/null)" != "$kern_stamp" ] || [ ! -d 
     step_done "numba kernels"
     echo "$kern_stamp" > "$STAMP_DIR/precompiled"
 fi
+rm -f "$_times_file"
 say "done. Use it with:  . ./env.sh"
