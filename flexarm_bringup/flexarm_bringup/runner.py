@@ -256,6 +256,7 @@ class RunnerNode:
         self.diag_sub = node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
         self.plant_diags = 0          # plant diagnostics received
+        self.states = 0               # distinct states received
         self.commands_seen = 0        # lock-step: stamped commands seen (the controller answers the held plant)
         self.cmd_sub = node.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_command,
                                                 qos(10), raw=True)
@@ -283,6 +284,7 @@ class RunnerNode:
                 self.step_gaps += 1
             self.samples.add(row[:-1])
             self.last_step = st.step
+            self.states += 1
 
     def _far_ends(self, topic):
         """(the graph's endpoints across the runner's end on `topic`: subscriptions to its reference, publishers of
@@ -771,13 +773,15 @@ def _drive(args, model, runner, procs, recorder, progress):
     progress.line(f'running {args.duration:g} s of plant time ({args.time_mode})')
     last_t, last_change, last_print, w0 = row[0], time.monotonic(), 0.0, time.monotonic()
     cpu0 = procs.cpu_seconds()
+    pace = _RecordingPace(runner, recorder) if recorder is not None and _held(args) else None
     while True:
         row, _ = runner.latest()
         t = row[0]
         if t >= t_end:
             break
         now = time.monotonic()
-        if t != last_t:
+        held = pace is not None and pace(now)          # (a plant held for the recorder is not stalled)
+        if t != last_t or held:
             last_t, last_change = t, now
         ex = procs.exited()
         if ex:
@@ -840,6 +844,34 @@ def _drive(args, model, runner, procs, recorder, progress):
     if record_problems:
         return _fail('the recording is incomplete: ' + '; '.join(record_problems), code=3)
     return 0
+
+
+class _RecordingPace:
+    """A held lock-step run with a recording runs as fast as its loop answers, which may be faster than the
+    recorder takes the messages (a loaded machine: 908 joint states and 500 commands lost once, the publishers'
+    histories overrun). The plant may run at most PAUSE_AHEAD states ahead of the recorder (well within the 2 s of
+    plant time its publishers and the controller's keep): beyond, it is paused until the recorder is within
+    RESUME_AHEAD (or RECORD_DRAIN_S have passed: the recording is then reported incomplete). A pause in lock-step
+    changes nothing of the run (the paused instant's re-sends are recorded once). Called by the run's loop: True
+    while it holds the plant (plant time stands still on purpose)."""
+
+    PAUSE_AHEAD = 250
+    RESUME_AHEAD = 50
+
+    def __init__(self, runner, recorder):
+        self.runner, self.recorder = runner, recorder
+        self.since = None
+        self.holds = 0
+
+    def __call__(self, now) -> bool:
+        lag = self.runner.states - self.recorder.counts.get('/flexarm/state', 0)
+        if self.since is None and lag > self.PAUSE_AHEAD:
+            if not self.runner.pause(True):
+                self.since, self.holds = now, self.holds + 1
+        elif self.since is not None and (lag < self.RESUME_AHEAD or now - self.since > RECORD_DRAIN_S):
+            if not self.runner.pause(False):
+                self.since = None
+        return self.since is not None
 
 
 def _recording_from_start(recorder) -> str:

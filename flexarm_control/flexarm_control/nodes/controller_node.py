@@ -11,7 +11,8 @@ pd_servo with command_interface:=position publishes the set-points on /position_
 
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
 QoS: /flexarm/state depth 1 in real time (a stalled process answers the newest state, not a backlog), 100 in
-lock-step (every state must be answered); the rest reliable, depth 10. The states are served by a thread of their
+lock-step (every state must be answered); the rest reliable, depth 10 (the commands 1000 in lock-step, which runs
+as fast as the loop answers: a recorder may lag behind without losing one). The states are served by a thread of their
 own outside the executor (flexarm_sim/ros/hotpath.py: on this node, in a group no executor runs); references,
 parameters, timers and diagnostics by the executor; a lock keeps the runtime consistent between them.
 """
@@ -42,6 +43,9 @@ from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 from ..controller.config import TABLES
 from ..controller.runtime import ControllerRuntime
 from ..laws.reference import MAX_POINTS
+
+LOCKSTEP_HISTORY = 1000      # commands kept for a lagging reader in lock-step (2 s of plant time at 500 Hz)
+
 
 def reference_size_problem(data, n_joints) -> str:
     """Why a serialized reference is refused unread ('' if it may be read): more bytes than MAX_REFERENCE_BYTES,
@@ -82,8 +86,10 @@ class ControllerNode(Node):
         self._blind_warned = False              # warned once: joints-only states under a modal law
         self.decoder = FlexStateDecoder(self.layout)
         self.writer = CommandWriter(model.n_joints)
-        self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', qos(10))
-        self.pub_stamped = self.create_publisher(JointEffortCommand, '/flexarm/effort_command', qos(10)) \
+        # lock-step runs as fast as the loop answers: a deeper history lets a recorder lag behind without losing one
+        out = qos(LOCKSTEP_HISTORY if self.lockstep else 10)
+        self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', out)
+        self.pub_stamped = self.create_publisher(JointEffortCommand, '/flexarm/effort_command', out) \
             if self.lockstep else None
         self.pub_position = self.create_publisher(Float64MultiArray, '/position_controller/commands', qos(10)) \
             if getattr(rt.law, 'servo_in_plant', False) else None
