@@ -59,7 +59,10 @@ if [ "$(cat "$STAMP_DIR/requirements.sha" 2>/dev/null)" != "$req_hash" ]; then
     say "installing Python packages (requirements.txt, pinned by constraints.txt)"
     rm -f "$STAMP_DIR/requirements.sha" "$BUILD_OK"
     step_start
-    run "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r requirements.txt -c constraints.txt
+    # --no-compile: pip would byte-compile every module of every package (64.6 -> 35.6 s of CPU measured); Python
+    # compiles the ones that are used at their first import instead
+    run "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -r requirements.txt \
+        -c constraints.txt
     step_done "Python packages"
     echo "$req_hash" > "$STAMP_DIR/requirements.sha"
 else
