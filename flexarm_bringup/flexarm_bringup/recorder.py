@@ -231,10 +231,11 @@ class Recorder:
 
     topics: iterable of (topic, type) or (topic, type, qos) with type an rclpy message class or a
     'pkg/msg/Type' string; qos None = chosen from the publishers present (reliable unless all are
-    best-effort). `clock`: an rclpy Clock for log times (default: the node's clock).
+    best-effort), keep-last `depth` (deep: a reader's history costs memory only while it lags). `clock`: an rclpy
+    Clock for log times (default: the node's clock).
     """
 
-    def __init__(self, node, path, topics, *, depth=1000, clock=None, compression='zstd',
+    def __init__(self, node, path, topics, *, depth=100000, clock=None, compression='zstd',
                  chunk_size=1024 * 1024, metadata=None, find_msg_file=_default_msg_file):
         from rclpy.guard_condition import GuardCondition
         from flexarm_sim.ros.hotpath import Detached
@@ -356,7 +357,13 @@ class Recorder:
 
     @property
     def topics(self):
+        """The topics that have a channel (a message was recorded)."""
         return [t.name for t in self._topics if t.channel is not None]
+
+    @property
+    def recorded(self):
+        """Every topic the recorder subscribes."""
+        return [t.name for t in self._topics]
 
     def report(self) -> dict:
         """{topic: {'messages', 'resends', 'lost'}} of every topic that had messages."""

@@ -555,7 +555,7 @@ def _run(args, progress, tmpdir):
             progress.line(f'starting {names} in this process')
             for group in (first, last):
                 if group is last and last:
-                    err = _connected(node, recorder, [s.name for s in first], progress)
+                    err = _connected(node, recorder, first, progress)
                     if err:
                         return _fail(err)
                 for n in _compose(group, tmpdir):
@@ -569,7 +569,7 @@ def _run(args, progress, tmpdir):
             for s in first:
                 procs.start(s.name, command(s, tmpdir), env)
             if last:
-                err = _connected(node, recorder, [s.name for s in first], progress, procs)
+                err = _connected(node, recorder, first, progress, procs)
                 if err:
                     return _fail(err)
                 for s in last:
@@ -637,13 +637,31 @@ def _subscribes_state(node, name) -> bool:
     return bool(topics & {'/flexarm/state', '/flexarm/state_estimate', '/joint_states'})
 
 
-def _connected(node, recorder, names, progress, procs=None, timeout=STARTUP_QUIET_S * 5):
-    """Lock-step: wait until the started nodes `names` are in the graph with their state subscription (created after
-    all their publishers) and, when recording, until the recorder is matched with every publisher of its topics;
-    '' or what went wrong."""
+def _publishes(spec) -> tuple:
+    """The recorded topics a started node (not the plant) publishes: a recording of a held run must be matched with
+    each before the plant's first step, or that node's first messages are lost (189 commands once)."""
+    if spec.executable == 'state_estimator':
+        return ('/flexarm/state_estimate', '/diagnostics')
+    return ('/effort_controller/commands', '/diagnostics') + (
+        ('/flexarm/effort_command',) if spec.overrides.get('lockstep') else ())
+
+
+def _connected(node, recorder, specs, progress, procs=None, timeout=STARTUP_QUIET_S * 5):
+    """Lock-step: wait until the started nodes are in the graph with their state subscription and, when recording,
+    until the recorder is matched with each of their publishers of recorded topics (_publishes) and with every
+    publisher the graph knows on its topics; '' or what went wrong."""
     t0 = time.monotonic()
+
+    def publishing(topic):
+        try:
+            return {i.node_name for i in node.get_publishers_info_by_topic(topic)}
+        except Exception:  # noqa: BLE001 - the graph is not ready
+            return set()
     while True:
-        missing = [n for n in names if not _subscribes_state(node, n)]
+        missing = [s.name for s in specs if not _subscribes_state(node, s.name)]
+        if recorder is not None:
+            missing += [f'{s.name} on {t}' for s in specs for t in _publishes(s)
+                        if t in recorder.recorded and s.name not in publishing(t)]
         if not missing and (recorder is None or recorder.matched()):
             return ''
         if procs is not None:
@@ -653,7 +671,8 @@ def _connected(node, recorder, names, progress, procs=None, timeout=STARTUP_QUIE
             _relay(progress, procs.new_lines())
         if time.monotonic() - t0 > timeout:
             return (f'{", ".join(missing) or "the recorder"} not connected after {timeout:.0f} s'
-                    + ('' if procs is None else '\n' + '\n'.join(f'--- {n} log:\n' + procs.tail(n) for n in missing)))
+                    + ('' if procs is None else '\n' + '\n'.join(f'--- {s.name} log:\n' + procs.tail(s.name)
+                                                                 for s in specs)))
         time.sleep(0.02)
 
 
@@ -849,8 +868,8 @@ def _drive(args, model, runner, procs, recorder, progress):
 class _RecordingPace:
     """A held lock-step run with a recording runs as fast as its loop answers, which may be faster than the
     recorder takes the messages (a loaded machine: 908 joint states and 500 commands lost once, the publishers'
-    histories overrun). The plant may run at most PAUSE_AHEAD states ahead of the recorder (well within the 2 s of
-    plant time its publishers and the controller's keep): beyond, it is paused until the recorder is within
+    histories overrun). The publishers keep 60 s of plant time in lock-step and the recorder's reader 10^5 messages;
+    besides, the plant may run at most PAUSE_AHEAD states ahead of the recorder (as the runner sees them): beyond, it is paused until the recorder is within
     RESUME_AHEAD (or RECORD_DRAIN_S have passed: the recording is then reported incomplete). A pause in lock-step
     changes nothing of the run (the paused instant's re-sends are recorded once). Called by the run's loop: True
     while it holds the plant (plant time stands still on purpose)."""

@@ -11,7 +11,7 @@ pd_servo with command_interface:=position publishes the set-points on /position_
 
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
 QoS: /flexarm/state depth 1 in real time (a stalled process answers the newest state, not a backlog), 100 in
-lock-step (every state must be answered); the rest reliable, depth 10 (the commands 1000 in lock-step, which runs
+lock-step (every state must be answered); the rest reliable, depth 10 (the commands 30000 in lock-step, which runs
 as fast as the loop answers: a recorder may lag behind without losing one). The states are served by a thread of their
 own outside the executor (flexarm_sim/ros/hotpath.py: on this node, in a group no executor runs); references,
 parameters, timers and diagnostics by the executor; a lock keeps the runtime consistent between them.
@@ -44,7 +44,7 @@ from ..controller.config import TABLES
 from ..controller.runtime import ControllerRuntime
 from ..laws.reference import MAX_POINTS
 
-LOCKSTEP_HISTORY = 1000      # commands kept for a lagging reader in lock-step (2 s of plant time at 500 Hz)
+LOCKSTEP_HISTORY = 30000     # commands kept for a lagging reader in lock-step (60 s at 500 Hz; memory only if used)
 
 
 def reference_size_problem(data, n_joints) -> str:

@@ -28,7 +28,7 @@ with step k + 1 as it answers the plant's state — reproducible. A plant reset 
 Parameters: estimation/config.py (generated into config/estimator.yaml).
 QoS (reliable): readings and commands depth 1 in real time (a stalled process estimates from the newest reading and
 predicts over the gap instead of working through a backlog), 100 in lock-step; /flexarm/state_estimate depth 10
-(lock-step 1000: a recorder may lag behind without losing one).
+(lock-step 30000: a recorder may lag behind without losing one).
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class EstimatorNode(Node):
         # from a backlog), 100 in lock-step (every instant must be answered); commands: every one is validated in
         # order (depth 10 in real time), so a rejected command never hides the valid one sent just before it
         readings = qos(100 if self.lockstep else 1)
-        self.pub = self.create_publisher(FlexState, '/flexarm/state_estimate', qos(1000 if self.lockstep else 10))
+        self.pub = self.create_publisher(FlexState, '/flexarm/state_estimate', qos(30000 if self.lockstep else 10))
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
         # lock-step bookkeeping: instants to answer, the newest reading stamps, commands by step
         self._instants = collections.deque()

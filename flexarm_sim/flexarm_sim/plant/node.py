@@ -67,7 +67,7 @@ from .outputs import ArmOutputs
 from .raw_markers import MarkerEncoder, markers_from_geometry
 from .runtime import PlantRuntime
 
-LOCKSTEP_HISTORY_S = 2.0      # s of plant time a lock-step publisher keeps for a lagging reader
+LOCKSTEP_HISTORY_S = 60.0     # s of plant time a lock-step publisher keeps for a lagging reader (memory only if used)
 
 
 class PlantNode(Node):
