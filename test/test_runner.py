@@ -222,14 +222,17 @@ def test_an_incomplete_recording_is_reported_and_fails_the_run():
         def problems(self):
             return self._problems
 
-    args = argparse.Namespace(time_mode='lockstep', attach=False)
+    args = argparse.Namespace(time_mode='lockstep', attach=False, controller='modal', estimator='none')
     rn._plant_counts_final, saved = (lambda runner, timeout=10.0: {'/flexarm/state': 10, '/joint_states': 20,
                                                                     '/diagnostics': 3}), rn._plant_counts_final
     try:
-        rec = Rec({'/flexarm/state': 10, '/joint_states': 19}, ['/clock: 2 message(s) lost'])
+        full = {'/flexarm/state': 10, '/joint_states': 20, '/effort_controller/commands': 10,
+                '/flexarm/effort_command': 10}
+        rec = Rec(dict(full, **{'/joint_states': 19, '/effort_controller/commands': 8}), ['/clock: 2 message(s) lost'])
         problems = rn._finish_recording(args, None, rec)
         assert rec.closed
-        assert problems == ['/joint_states: 19 of the 20 messages the plant published', '/clock: 2 message(s) lost']
-        assert rn._finish_recording(args, None, Rec({'/flexarm/state': 10, '/joint_states': 20}, [])) == []
+        assert problems == ['/effort_controller/commands: 8 of the 10 messages answering its states',
+                            '/joint_states: 19 of the 20 messages the plant published', '/clock: 2 message(s) lost']
+        assert rn._finish_recording(args, None, Rec(full, [])) == []
     finally:
         rn._plant_counts_final = saved

@@ -928,7 +928,7 @@ def _finish_recording(args, runner, recorder) -> list:
     """Finish the recording; returns why it is incomplete ([] when it is not). Every recording: no message lost
     between a publisher and the recorder (recorder.problems). A held lock-step run (the plant paused itself at the
     run's end): every sample the plant published on its timeline topics is in the file, counted against the plant's
-    own count (issue 23, item 6)."""
+    own count (issue 23, item 6), and an answer (command, estimate) to each of its states."""
     problems, expected = [], {}
     if _held(args):
         expected = _plant_counts_final(runner)
@@ -936,10 +936,16 @@ def _finish_recording(args, runner, recorder) -> list:
             problems.append('the plant did not report what it published (no diagnostics after its pause)')
             expected = {}
         expected = {k: v for k, v in expected.items() if k in PLANT_TIMELINE}
+        states = expected.get('/flexarm/state', 0)
+        if args.controller != 'none':           # lock-step: every state answered (the last, paused one too)
+            expected.update({'/effort_controller/commands': states, '/flexarm/effort_command': states})
+        if args.estimator != 'none':            # and estimated first
+            expected['/flexarm/state_estimate'] = states
         recorder.wait_for(expected, RECORD_DRAIN_S)
     recorder.close()
     counts = recorder.counts
-    problems += [f'{topic}: {counts.get(topic, 0)} of the {n} messages the plant published'
+    problems += [f'{topic}: {counts.get(topic, 0)} of the {n} messages '
+                 + ('the plant published' if topic in PLANT_TIMELINE else 'answering its states')
                  for topic, n in sorted(expected.items()) if counts.get(topic, 0) != n]
     return problems + recorder.problems()
 

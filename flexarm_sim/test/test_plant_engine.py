@@ -263,7 +263,7 @@ def test_lockstep_timeline_from_step_0_to_pause_at(deluca):
     one per markers period of plant time, the trail growing by one point per new instant (a re-sent one adds none)."""
     from flexarm_sim.plant import config
     from flexarm_sim.plant.runtime import PlantRuntime
-    v = config.resolved(dict(config.TABLE.defaults(), time_mode='lockstep', start_paused=True, pause_at=0.05,
+    v = config.resolved(dict(config.TABLE.defaults(), time_mode='lockstep', start_paused=True, pause_at=0.5,
                              **{'publish_rates.markers': 100.0}), deluca)
     rt = PlantRuntime(deluca, v)
     sink = _TimelineSink(rt, np.array([0.01, -0.01]))
@@ -272,15 +272,19 @@ def test_lockstep_timeline_from_step_0_to_pause_at(deluca):
         _wait(lambda: len(sink.unique('state')) >= 1 and len(sink.events) > 20)     # paused: re-sending step 0
         assert sink.unique('state') == [(0, 0)] and rt.core.step_index == 0
         rt.pause(False)
-        _wait(lambda: rt.paused)                                       # pause_at reached
+        _wait(lambda: rt.core.step_index > 100)
+        rt.pause(True)                                                  # paused anywhere on the way (a recorder's
+        time.sleep(0.2)                                                 # pace): nothing new on the timeline
+        rt.pause(False)
+        _wait(lambda: rt.paused and rt.core.step_index == 500)         # pause_at reached
         time.sleep(0.2)                                                 # re-sends of the last instant only
         states = sink.unique('state')
-        assert [s for s, _ in states] == list(range(0, 51, 2))          # 500 Hz control, 1 kHz loop: 0 .. 50 ms
-        assert states[-1][1] == 50_000_000 and rt.core.step_index == 50
+        assert [s for s, _ in states] == list(range(0, 501, 2))         # 500 Hz control, 1 kHz loop: 0 .. 500 ms
+        assert states[-1][1] == 500_000_000
         marks = sink.unique('markers')
-        assert [t for t, _ in marks] == [10_000_000 * k for k in range(6)]       # 100 Hz of plant time
-        assert [n for _, n in marks] == list(range(1, 7))                         # one trail point per instant
-        assert [t for (t,) in sink.unique('clock')][-1] == 50_000_000
+        assert [t for t, _ in marks] == [10_000_000 * k for k in range(51)]      # 100 Hz of plant time
+        assert [n for _, n in marks] == list(range(1, 52))                        # one trail point per instant
+        assert [t for (t,) in sink.unique('clock')][-1] == 500_000_000
     finally:
         rt.stop()
 

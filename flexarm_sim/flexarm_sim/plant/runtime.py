@@ -517,7 +517,8 @@ class PlantRuntime:
             self.sink.clock(t_ns)
         if self.every_state:
             self.sink.state(z, zd, tau, k, t_ns)
-        if self.every_markers:
+        if self.every_markers and (self.mode != 'lockstep' or self.total_steps % self.every_markers == 0):
+            # (lock-step: only at the markers' own instants, so a pause anywhere adds no sample to the timeline)
             self._marker_sample(z, t_ns)
         time.sleep(IDLE_PERIOD)
 
