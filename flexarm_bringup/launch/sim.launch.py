@@ -1,10 +1,12 @@
 """Simulated flexible arm: the plant + one controller (+ rviz).
 
-    ros2 launch flexarm_bringup sim.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|none]
+    ros2 launch flexarm_bringup sim.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|tip_tracking|none]
                                               [time_mode:=realtime|simtime|lockstep] [rate:=<Hz>] [control_rate:=<Hz>]
                                               [shaping:=none|zv|zvd] [rviz:=true|false]
                                               [estimator:=none|encoders|strain|strain_accel]
                                               [robot_state_publisher:=true|false] [segments:=8]
+                                              [plant_arm:=<name or yaml>]
+                                              [namespace:=<ns>] [keystore:=<SROS2 keystore>]
 
 Which nodes start with which parameters is flexarm_bringup.bringup.sim_nodes (the same as `flexarm run`):
 config/plant.yaml and config/controllers.yaml, overridden by `arm` (plant and controller), `time_mode`,
@@ -15,17 +17,28 @@ estimator:=<sensor set> also starts the state_estimator (config/estimator.yaml):
 /flexarm/state_estimate instead of the plant's true /flexarm/state.
 robot_state_publisher:=true (default) also starts robot_state_publisher with the arm's URDF as robot_description
 and flex_joint_states (bringup.urdf_nodes: /tf of every link, the flexible links as `segments` rigid cells each,
-from /flexarm/state); where robot_state_publisher is not installed they are skipped with a message saying so.
+from /flexarm/state); where robot_state_publisher is not installed, or under a keystore (no enclave is made for
+it), they are skipped with a message saying so.
+plant_arm:=<arm> simulates another arm (same joints and modes, other parameters: a model-mismatch study) while the
+controller keeps `arm` as its model.
 rviz:=true includes view.launch.py; without rviz2 installed it refuses before starting anything.
+namespace:=armB puts every node in /armB: all topics and services follow (/armB/flexarm/state,
+/armB/flexarm/reset, ...), so several arms share a domain (flexarm_sim/ros/names.py); empty = the root namespace.
+keystore:=<dir> runs the bring-up under DDS-Security (SROS2): ROS_SECURITY_KEYSTORE=<dir>, ROS_SECURITY_ENABLE=true,
+ROS_SECURITY_STRATEGY=Enforce and each node in its enclave (`flexarm security create <dir> --bringup sim
+[--namespace ...]` makes them; a missing enclave is refused before anything starts; a ROS 2 whose DDS has no
+security makes every node refuse to start, flexarm_sim/ros/dds_security.py).
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, LogInfo, OpaqueFunction
+from launch.actions import (DeclareLaunchArgument, IncludeLaunchDescription, LogInfo, OpaqueFunction,
+                            SetEnvironmentVariable)
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from flexarm_bringup.bringup import (CONTROLLERS, ESTIMATORS, ROBOT_STATE_PUBLISHER_MISSING, SHAPERS, TIME_MODES,
-                                     package_installed, require_package, share_dir, sim_nodes, urdf_nodes)
+                                     launch_node_args, package_installed, require_package, security_environment,
+                                     share_dir, sim_nodes, urdf_nodes)
 
 
 def _actions(context):
@@ -35,21 +48,24 @@ def _actions(context):
     if rviz:
         require_package('rviz2', 'rviz:=true')      # refuse before anything starts
     specs = sim_nodes(arg('arm'), arg('controller'), arg('time_mode'), rate=arg('rate'),
-                      control_rate=arg('control_rate'), shaping=arg('shaping'), estimator=arg('estimator'))
+                      control_rate=arg('control_rate'), shaping=arg('shaping'), estimator=arg('estimator'),
+                      plant_arm=arg('plant_arm'), namespace=arg('namespace'), keystore=arg('keystore'))
     sim_time = arg('time_mode') != 'realtime'
-    actions = []
+    actions = [SetEnvironmentVariable(k, v) for k, v in security_environment(arg('keystore')).items()]
     if arg('robot_state_publisher') == 'true':
-        if package_installed('robot_state_publisher'):
-            specs = specs + urdf_nodes(specs[0].overrides['arm'], arg('segments'), sim_time)
+        if arg('keystore').strip():
+            actions.append(LogInfo(msg='robot_state_publisher:=true is skipped under a keystore (no enclave is made '
+                                       'for it); the markers still show the arm'))
+        elif package_installed('robot_state_publisher'):
+            specs = specs + urdf_nodes(specs[0].overrides['arm'], arg('segments'), sim_time, specs[0].namespace)
         else:
             actions.append(LogInfo(msg=ROBOT_STATE_PUBLISHER_MISSING))
     actions += [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
-                     parameters=list(s.params_files) + [s.overrides], remappings=list(s.remappings))
-                for s in specs]
+                     **launch_node_args(s, [s.overrides])) for s in specs]
     if rviz:                    # rviz only: the URDF route is this file's (above)
         actions.append(IncludeLaunchDescription(
             PythonLaunchDescriptionSource(share_dir('flexarm_bringup') + '/launch/view.launch.py'),
-            launch_arguments={'arm': specs[0].overrides['arm'], 'urdf': 'false',
+            launch_arguments={'arm': specs[0].overrides['arm'], 'namespace': specs[0].namespace, 'urdf': 'false',
                               'use_sim_time': 'true' if sim_time else 'false'}.items()))
     return actions
 
@@ -80,5 +96,13 @@ def generate_launch_description():
                                           'robot_state_publisher is not installed)'),
         DeclareLaunchArgument('segments', default_value='8',
                               description='rigid cells per flexible link in the URDF (0: rigid links)'),
+        DeclareLaunchArgument('plant_arm', default_value='',
+                              description='the arm the plant simulates when it differs from the controller\'s model '
+                                          '(`arm`): same joints and modes, other parameters (empty: `arm`)'),
+        DeclareLaunchArgument('namespace', default_value='',
+                              description='namespace of every node, topic and service of this arm (empty: /)'),
+        DeclareLaunchArgument('keystore', default_value='',
+                              description='SROS2 keystore: run under DDS-Security, each node in its enclave (empty: '
+                                          'no security)'),
         OpaqueFunction(function=_actions),
     ])

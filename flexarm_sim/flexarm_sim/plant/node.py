@@ -23,15 +23,19 @@ encoders' and drives' readings instead of the true joint state; strain gauges on
 (flexarm_msgs/StrainGauges), the tip accelerometer on /flexarm/tip_imu (sensor_msgs/Imu), each stamped with its
 sample instant (encoding: ros/sensors.py).
 
+Names: every topic and service above is relative to the node's namespace (ros/names.py): these absolute names in
+the root namespace, /armB/flexarm/state ... in /armB. More than one publisher on a command topic is reported in
+/diagnostics (WARN naming them and their GIDs, counted: common/sources.py).
+
 QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10, /flexarm/markers 5, /diagnostics 10,
 /clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
 /flexarm/effort_command 100, /flexarm/strain 10, /flexarm/tip_imu 10. Lock-step runs as fast as its controller
 answers: there the plant's timeline topics keep LOCKSTEP_HISTORY_S of plant time (a recorder or observer may lag that
 much behind without losing a message).
 
-Diagnostics count the samples published on each timeline topic (`published.<topic>`: distinct stamps, so a re-sent
-state is not counted twice), the figure a recording is checked against; they are stamped on the plant's clock (sim
-time in simtime and lockstep, as /clock and every other node's stamps then).
+Diagnostics count the samples published on each timeline topic (`published.<name>`, the relative name of ros/names.py:
+distinct stamps, so a re-sent state is not counted twice), the figure a recording is checked against; they are
+stamped on the plant's clock (sim time in simtime and lockstep, as /clock and every other node's stamps then).
 """
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ from ..common.commands import clip
 from ..common.params import ConfigError
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
+from ..ros import graph, names
 from ..ros.flexstate import FlexStateEncoder
 from ..ros.hotpath import HotSubscription
 from ..ros.parameters import NodeParams, warn_unmatched_params_files
@@ -102,27 +107,30 @@ class PlantNode(Node):
         # lag behind without losing a message (module docstring)
         self.published = {}                  # topic -> [samples published, stamp of the last]
         depth = self._depth
-        self.pub_js = self.create_publisher(JointState, '/joint_states', depth(10, 'publish_rates.joint_states'))
-        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', depth(10, 'publish_rates.state'))
-        self.pub_markers = self.create_publisher(MarkerArray, '/flexarm/markers', depth(5, 'publish_rates.markers'))
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
-        self.pub_clock = self.create_publisher(Clock, '/clock', depth(10, 'publish_rates.clock')) \
+        self.pub_js = self.create_publisher(JointState, names.JOINT_STATES, depth(10, 'publish_rates.joint_states'))
+        self.pub_state = self.create_publisher(FlexState, names.STATE, depth(10, 'publish_rates.state'))
+        self.pub_markers = self.create_publisher(MarkerArray, names.MARKERS, depth(5, 'publish_rates.markers'))
+        self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
+        self.pub_clock = self.create_publisher(Clock, names.CLOCK, depth(10, 'publish_rates.clock')) \
             if self.mode != 'realtime' else None
         self._clock_msg = Clock()
         self._sensor_publishers(rt)
         # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader); the loop thread takes
         # the torque commands itself at every tick (ros/hotpath.py: no executor callback per command)
-        self.hot_effort = HotSubscription(self, Float64MultiArray, '/effort_controller/commands', qos(10))
+        self.hot_effort = HotSubscription(self, Float64MultiArray, names.EFFORT_COMMANDS, qos(10))
         if self.mode == 'lockstep':       # the loop thread takes them itself (ros/hotpath.py: no executor hop)
-            self.hot = HotSubscription(self, JointEffortCommand, '/flexarm/effort_command', qos(100))
+            self.hot = HotSubscription(self, JointEffortCommand, names.STAMPED_COMMAND, qos(100))
         else:
             self.hot = None
-            self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, qos(100),
+            self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped, qos(100),
                                      raw=True)
         if rt.core.servo is not None:
-            self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position, qos(10))
-        self.create_service(SetState, '/flexarm/reset', self._on_reset)
-        self.create_service(SetBool, '/flexarm/pause', self._on_pause)
+            self.create_subscription(Float64MultiArray, names.POSITION_COMMANDS, self._on_position, qos(10))
+        # who commands this plant: more than one publisher on a command topic is reported (ros/graph.py)
+        self.sources = graph.monitor(self, [names.EFFORT_COMMANDS, names.STAMPED_COMMAND]
+                                     + ([names.POSITION_COMMANDS] if rt.core.servo is not None else []))
+        self.create_service(SetState, names.RESET, self._on_reset)
+        self.create_service(SetBool, names.PAUSE, self._on_pause)
         self.get_logger().info(
             f'arm {model.spec.name} ({path}): {n} joints, {int(model.mode_index.size)} modes; {self.mode} at '
             f'{rt.rate:g} Hz, {rt.core.method} x{rt.core.substeps} substeps, state at '
@@ -139,10 +147,9 @@ class PlantNode(Node):
             return
         self.sensor_enc = SensorEncoder(self.model, sn.cfg, self.arm_id, accel_variance=sn.accel_variance)
         if sn.cfg.gauges:
-            self.pub_strain = self.create_publisher(StrainGauges, '/flexarm/strain',
-                                                    self._depth(10, 'publish_rates.state'))
+            self.pub_strain = self.create_publisher(StrainGauges, names.STRAIN, self._depth(10, 'publish_rates.state'))
         if sn.cfg.accelerometer:
-            self.pub_imu = self.create_publisher(Imu, '/flexarm/tip_imu', self._depth(10, 'publish_rates.state'))
+            self.pub_imu = self.create_publisher(Imu, names.TIP_IMU, self._depth(10, 'publish_rates.state'))
 
     def _depth(self, depth, rate_param):
         """The QoS of a timeline topic: `depth`, in lock-step enough for LOCKSTEP_HISTORY_S at its rate."""
@@ -200,29 +207,29 @@ class PlantNode(Node):
 
     def joint_state(self, z, zd, tau, t_ns):
         self.pub_js.publish(self.js_encoder.fill(z, zd, tau, t_ns))
-        self._count('/joint_states', t_ns)
+        self._count(names.JOINT_STATES, t_ns)
 
     def state(self, z, zd, tau, step, t_ns):
         self.pub_state.publish(self.state_encoder.fill(z, zd, tau, step, t_ns))
-        self._count('/flexarm/state', (t_ns, step))      # a reset (step 0 again) at a stamp is a new sample
+        self._count(names.STATE, (t_ns, step))      # a reset (step 0 again) at a stamp is a new sample
 
     def sensors(self, s):
         enc = self.sensor_enc
         if s.joints is not None:
             self.pub_js.publish(enc.joint_state(*s.joints, s.t_ns))
-            self._count('/joint_states', s.t_ns)
+            self._count(names.JOINT_STATES, s.t_ns)
         if s.strain is not None:
             self.pub_strain.publish(enc.strain_gauges(s.strain, s.strain_variance, s.step, s.t_ns))
-            self._count('/flexarm/strain', s.t_ns)
+            self._count(names.STRAIN, s.t_ns)
         if s.accel is not None:
             self.pub_imu.publish(enc.accelerometer(s.accel, s.t_ns))
-            self._count('/flexarm/tip_imu', s.t_ns)
+            self._count(names.TIP_IMU, s.t_ns)
 
     def clock(self, t_ns):
         if self.pub_clock is not None:
             self._clock_msg.clock = stamp(t_ns)
             self.pub_clock.publish(self._clock_msg)
-            self._count('/clock', t_ns)
+            self._count(names.CLOCK, t_ns)
 
     def markers(self, joints, lines, tip, trail, t_ns):
         enc = self._marker_encoder(self.rt.cfg['markers.trail_length'])
@@ -230,11 +237,15 @@ class PlantNode(Node):
             self.pub_markers.publish(enc.encode(joints, lines, tip, trail, t_ns))
         else:                                     # layout not located (should not happen): build the message
             self.pub_markers.publish(markers_from_geometry(joints, lines, tip, trail, t_ns, self.frame_id))
-        self._count('/flexarm/markers', t_ns)
+        self._count(names.MARKERS, t_ns)
 
     def diagnostics(self, level, message, values):
         values = dict(values, arm_id=self.arm_id)
         values.update({f'published.{topic}': c[0] for topic, c in list(self.published.items())})
+        lv, why, more = graph.watch(self, self.sources, self.get_logger().warning)
+        values.update(more)
+        if why:
+            level, message = ('warn', why) if level == 'ok' else (level, f'{message}; {why}')
         t_ns = self.get_clock().now().nanoseconds if self.mode == 'realtime' else self.rt.sim_ns()
         self.pub_diag.publish(diagnostics('flexarm plant', self.model.spec.name, level, message, values, t_ns))
 
