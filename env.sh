@@ -28,6 +28,6 @@ fi
 # The wheels install into the venv prefix, which has no colcon local_setup: make it visible to ament
 # (added after the workspace setup so colcon does not warn about it).
 case ":${AMENT_PREFIX_PATH:-}:" in *":$VIRTUAL_ENV:"*) ;; *) export AMENT_PREFIX_PATH="${AMENT_PREFIX_PATH:+$AMENT_PREFIX_PATH:}$VIRTUAL_ENV" ;; esac
-# The user-facing `flexarm` command (ROS installs console scripts under lib/<package>).
-case ":$PATH:" in *":$_flexarm_root/install/flexarm_bringup/lib/flexarm_bringup:"*) ;; *) export PATH="$_flexarm_root/install/flexarm_bringup/lib/flexarm_bringup:$PATH" ;; esac
+# The user-facing `flexarm` command is on PATH from the workspace's setup script (install/flexarm_bringup/bin), as
+# for a ROS user who sources install/setup.bash.
 unset _flexarm_root

@@ -22,6 +22,7 @@ setup(
         share('config/arms', '*.yaml'),
         share('launch', '*.launch.py'),
         share('rviz', '*.rviz'),
+        ('bin', ['bin/flexarm']),                 # `flexarm` on PATH after sourcing the workspace (colcon)
     ],
     install_requires=['setuptools'],
     zip_safe=False,

@@ -265,3 +265,36 @@ def test_hardware_in_the_loop_modal_lqr_from_the_estimate(spawn, tmp_path, ros_e
         for p in procs.values():
             stop(p)
         emu.close()
+
+
+def test_future_stamped_readings_are_refused_and_missing_encoders_still_flagged():
+    """Issue 24: one /joint_states reading stamped in the future disabled the estimator's missing-encoder watch
+    (its newest stamp lay ahead of every later tick: encoders silent for 5 s, estimates still published,
+    encoders_missing False). The node (in-process, its callbacks called directly) refuses a reading stamped more
+    than FUTURE_TOLERANCE_S ahead of its clock, counted; the encoders then silent are flagged missing."""
+    from sensor_msgs.msg import JointState
+    from flexarm_control.nodes.estimator_node import FUTURE_TOLERANCE_S, EstimatorNode
+    from flexarm_sim.ros.cdr import serialize
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=99)
+    node = EstimatorNode(context=ctx)
+    try:
+        now = node.get_clock().now().nanoseconds
+
+        def reading(t_ns, names=('shoulder', 'elbow')):
+            js = JointState(name=list(names), position=[0.0] * len(names))
+            js.header.stamp.sec, js.header.stamp.nanosec = divmod(int(t_ns), 1_000_000_000)
+            return serialize(js)
+        sub = next(s for s in node.subscriptions if s.topic_name == '/joint_states')
+        sub.callback(reading(now))
+        tr = node.rt.tracks['encoders']
+        assert tr.accepted == 1 and tr.rejected == 0
+        sub.callback(reading(now + int((FUTURE_TOLERANCE_S + 5.0) * 1e9)))
+        assert tr.rejected == 1 and 'ahead of this node' in tr.last_reject and tr.last_t == now * 1e-9
+        sub.callback(reading(now + 1_000_000, names=('shoulder', 'shoulder')))
+        assert tr.rejected == 2 and 'given twice' in tr.last_reject
+        node.rt.tick(now * 1e-9 + 1.0)                 # a second later, nothing new: missing
+        assert tr.missing
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)

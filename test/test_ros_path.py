@@ -143,3 +143,38 @@ def test_bad_parameter_value_names_it_and_exits_2(ros_env):
     proc = start_node('plant', ['--ros-args', '-p', 'effort_limits:=[5.0, 1.0]'], ros_env)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "effort_limits[0]" in err and 'only be tightened' in err, err[-2000:]
+
+
+def test_the_data_path_belongs_to_the_nodes_the_launch_files_name(ros_env):
+    """Issue 24 item 5: the data topics were owned by hidden nodes (/plant_io, /modal_io), so `ros2 node info /plant`
+    showed none of them and rqt_graph showed names no launch file mentions. Now the graph holds only the launch
+    files' names, the plant subscribes its commands and the controller its states itself; and each node said how
+    its kernels loaded, last (`numba kernels ready in N s (k compiled, m loaded from the cache)`)."""
+    procs = {'plant': start_node('plant', ['--ros-args', '-p', 'time_mode:=lockstep'], ros_env),
+             'modal': start_node('modal', ['--ros-args', '-p', 'lockstep:=true'], ros_env)}
+    client = RosClient(ros_env)
+    try:
+        for n, p in procs.items():
+            client.parameters(n, p)                     # up: its services answer
+        node = client.node
+
+        def graph_ready():
+            names = {n for n, _ in node.get_node_names_and_namespaces()}
+            return {'plant', 'modal'} <= names
+        client.spin_until(graph_ready, 60, 'both nodes in the graph')
+
+        def subs(n):
+            return {t for t, _ in node.get_subscriber_names_and_types_by_node(n, '/')}
+        client.spin_until(lambda: {'/flexarm/effort_command', '/effort_controller/commands'} <= subs('plant')
+                          and '/flexarm/state' in subs('modal'), 60, 'the hot subscriptions on their nodes')
+        names = {n for n, _ in node.get_node_names_and_namespaces()}
+        assert not [n for n in names if n.endswith('_io')], names
+    finally:
+        client.close()
+    for n, p in procs.items():
+        code, dt, err = stop_cleanly(p)
+        assert code == 0 and 'Traceback' not in err, (n, code, err[-2000:])
+        ready = [ln for ln in err.splitlines() if 'numba kernels ready in ' in ln]
+        assert len(ready) == 1 and ' compiled, ' in ready[0] and ' loaded from the cache)' in ready[0], err[-2000:]
+        later = err.split(ready[0], 1)[1]
+        assert 'compiling or loading' not in later and 'waiting for its cache' not in later, err[-2000:]

@@ -187,3 +187,90 @@ def test_run_interrupted_exits_128_plus_signal_and_stops_its_nodes(ros_env, sig,
         node.destroy_node()
         rclpy.shutdown(context=ctx)
 
+
+
+def _raw_channels(path):
+    """{topic: [message bytes]} and {topic: channel metadata} of an MCAP file."""
+    from mcap.reader import make_reader
+    out = {}
+    with open(path, 'rb') as f:
+        r = make_reader(f)
+        for _schema, channel, message in r.iter_messages():
+            out.setdefault(channel.topic, []).append(message.data)
+        meta = {c.topic: dict(c.metadata) for c in r.get_summary().channels.values()}
+    return out, meta
+
+
+def test_lockstep_recordings_are_the_same_every_run(ros_env, tmp_path):
+    """Issue 24 item 4, issue 23 item 6. The same lock-step run recorded twice gives the same messages, byte for
+    byte, on every topic of the run's timeline (state, joint states, clock, markers, commands, reference: their
+    stamps are plant time), from the plant's first step (step 0, stamp 0: the plant starts paused until the
+    recorder is connected) to its last (it pauses itself at lead + duration); /diagnostics (health reports paced
+    by the wall clock: their number and timing figures vary) is the one exception, its stamps all plant time. No
+    empty channel, the publishers' QoS on each, /clock recorded, and every state the plant published is in the
+    file: its own count (its last diagnostics in the file) equals the file's. Before: 13,533 / 13,622 / 14,374 /
+    15,354 messages for identical figures, a file starting at step 1042, an empty channel, no /clock, QoS empty."""
+    runs = []
+    for k in range(2):
+        bag = tmp_path / f'run{k}.mcap'
+        r = _run(ros_env, '--controller', 'modal', '--time-mode', 'lockstep', '--duration', '1.0', '--lead', '0.2',
+                 '--json', '--quiet', '--record', str(bag))
+        assert r.returncode == 0, r.stdout + r.stderr
+        s = json.loads(r.stdout.strip().splitlines()[-1])
+        assert s['record']['complete'] and s['record']['problems'] == [], s['record']
+        runs.append(_raw_channels(bag))
+    (a, meta), (b, _) = runs
+    assert set(a) == set(b) and {'/flexarm/state', '/joint_states', '/clock', '/flexarm/markers',
+                                 '/effort_controller/commands', '/flexarm/effort_command', '/flexarm/reference',
+                                 '/diagnostics'} == set(a)
+    for topic in set(a) - {'/diagnostics'}:
+        assert len(a[topic]) == len(b[topic]) and a[topic] == b[topic], topic
+    assert all(a.values()) and all('- history:' in m['offered_qos_profiles'] for m in meta.values())
+    counts, states = _read_bag(tmp_path / 'run0.mcap')
+    assert states[0].step == 0 and states[0].header.stamp.sec == 0 == states[0].header.stamp.nanosec
+    steps = [m.step for m in states]
+    assert steps == list(range(0, 1201, 2))      # every state of 1.2 s of plant time: 1 kHz steps, 500 Hz states
+    from mcap_ros2.reader import read_ros2_messages
+    diags = [m.ros_msg for m in read_ros2_messages(str(tmp_path / 'run0.mcap'), topics=['/diagnostics'])]
+    for d in diags:                                      # every node's stamps on the plant's clock
+        assert 0 <= d.header.stamp.sec + 1e-9 * d.header.stamp.nanosec <= 1.2 + 1e-9, d.status[0].name
+    plant = [{kv.key: kv.value for kv in d.status[0].values} for d in diags if 'plant' in d.status[0].name]
+    published = {k[len('published.'):]: int(v) for k, v in plant[-1].items() if k.startswith('published.')}
+    assert plant[-1]['paused'] == 'True' and published['/flexarm/state'] == len(states) == counts['/flexarm/state']
+    for topic in ('/joint_states', '/clock', '/flexarm/markers'):
+        assert published[topic] == counts[topic], topic
+
+
+def test_an_incomplete_recording_is_reported_and_fails_the_run():
+    """_finish_recording (what `flexarm run --record` ends with): fewer messages than the plant published, or a
+    loss the recorder saw, is a problem; the run then exits 3 naming it (runner._drive)."""
+    import argparse
+    from flexarm_bringup import runner as rn
+
+    class Rec:
+        def __init__(self, counts, problems):
+            self.counts, self._problems, self.closed = counts, problems, False
+
+        def wait_for(self, counts, timeout):
+            return False
+
+        def close(self):
+            self.closed = True
+
+        def problems(self):
+            return self._problems
+
+    args = argparse.Namespace(time_mode='lockstep', attach=False, controller='modal', estimator='none')
+    rn._plant_counts_final, saved = (lambda runner, timeout=10.0: {'/flexarm/state': 10, '/joint_states': 20,
+                                                                    '/diagnostics': 3}), rn._plant_counts_final
+    try:
+        full = {'/flexarm/state': 10, '/joint_states': 20, '/effort_controller/commands': 10,
+                '/flexarm/effort_command': 10}
+        rec = Rec(dict(full, **{'/joint_states': 19, '/effort_controller/commands': 8}), ['/clock: 2 message(s) lost'])
+        problems = rn._finish_recording(args, None, rec)
+        assert rec.closed
+        assert problems == ['/effort_controller/commands: 8 of the 10 messages answering its states',
+                            '/joint_states: 19 of the 20 messages the plant published', '/clock: 2 message(s) lost']
+        assert rn._finish_recording(args, None, Rec(full, [])) == []
+    finally:
+        rn._plant_counts_final = saved

@@ -261,6 +261,34 @@ def hardware_estimator(arm_file: str, rate: float):
     return est, {'state_topic': ESTIMATE_TOPIC, 'rate': float(rate)}
 
 
+def urdf_nodes(path: str, segments=8, use_sim_time: bool = False, namespace: str = '/') -> list:
+    """robot_state_publisher with the arm's URDF as robot_description (`flexarm urdf <arm> -K <segments>`: each
+    flexible link as `segments` rigid cells joined by virtual joints) and flex_joint_states, which turns
+    /flexarm/state into the angles of those joints: robot_description, /tf and /tf_static of every link, as rviz's
+    RobotModel and TF displays expect. Both on names.URDF_JOINT_STATES (the controllers' joint_states stays as it
+    is), in the bring-up's namespace."""
+    from .urdf_gen import generate_urdf, load
+    try:
+        k = int(str(segments).strip())
+    except ValueError:
+        raise ValueError(f'segments must be an integer (rigid cells per flexible link), got {segments!r}') from None
+    if not 0 <= k <= 100:
+        raise ValueError(f'segments must be 0..100, got {k}')
+    ns = names.namespace(namespace)
+    remap = tuple(names.remappings(ns)) + (('joint_states', names.resolve(names.URDF_JOINT_STATES, ns)),)
+    return [NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', (),
+                     {'robot_description': generate_urdf(load(path), k), 'use_sim_time': bool(use_sim_time)},
+                     namespace=ns, remappings=remap),
+            NodeSpec('flexarm_bringup', 'flex_joint_states', 'flex_joint_states', (),
+                     {'arm': path, 'segments': k, 'use_sim_time': bool(use_sim_time)}, namespace=ns, remappings=remap)]
+
+
+ROBOT_STATE_PUBLISHER_MISSING = (
+    'robot_state_publisher is not installed: no robot_description, no /tf of the links (the plant\'s '
+    '/flexarm/markers still show the arm). Install ros-$ROS_DISTRO-robot-state-publisher for them, or pass '
+    'robot_state_publisher:=false to silence this')
+
+
 def package_installed(package: str) -> bool:
     try:
         from ament_index_python.packages import PackageNotFoundError, get_package_prefix

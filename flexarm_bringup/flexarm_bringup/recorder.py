@@ -6,11 +6,27 @@
 - MCAP profile ``ros2``; one schema per type, encoding ``ros2msg``, named ``pkg/msg/Type``, whose text is
   the type's .msg file followed by every nested definition (each preceded by a line of 80 ``=`` and
   ``MSG: pkg/msg/Type``) — rosbag2's "complete message definition" (rosbag2 docs/message_definition_encoding.md);
-- one channel per topic, message encoding ``cdr``, channel metadata ``offered_qos_profiles`` (rosbag2's
-  YAML form) of the publishers seen when the subscription was made;
+- one channel per topic, created with the topic's first message (a topic nobody publishes gets no channel), message
+  encoding ``cdr``, channel metadata ``offered_qos_profiles``: the QoS of the topic's publishers in rosbag2's YAML
+  form (rosbag2_storage/qos.cpp, version 9: policy names, durations as sec/nsec);
 - message ``log_time`` = reception time on the node's clock (simulated time when the node has
   ``use_sim_time``, as `ros2 bag record --use-sim-time`), ``publish_time`` = the DDS source timestamp
   (system clock of the publisher), ``sequence`` = per-channel count from 1.
+
+One sample, one message: a message of a stamped type (a std_msgs/Header or builtin_interfaces/Time anywhere in it)
+byte-identical to the previous one on its topic is the same sample sent again — a paused or waiting lock-step plant
+re-sends its state, the estimator and the controller answer re-sends alike — and is counted (`resends`), not
+written. So a lock-step run recorded from its first step gives the same file content every time.
+
+Nothing lost unseen: DDS numbers every sample a publisher writes; a gap in those numbers between two messages the
+recorder took is a sample that never reached it (a reader that fell behind a publisher's history), counted per topic
+(`lost`, `problems()`). The counts, re-sends and losses go into the file's `flexarm_recording` metadata at close.
+
+The messages are taken by a thread of the recorder's own, waiting on all its subscriptions at once (rcl wait set,
+messages taken serialized): no executor is involved (the subscriptions are in a callback group no executor runs,
+flexarm_sim/ros/hotpath.Detached), so a recording keeps up with a lock-step plant, and `close()` never destroys an
+entity an executor thread may be waiting on (that raced: "InvalidHandle: cannot use Destroyable because destruction
+was requested" in the spin thread at exit).
 
 The .msg text comes from the installed interface packages (ament index: share/<pkg>/msg/<Type>.msg),
 so custom types (flexarm_msgs) work as soon as their package is on AMENT_PREFIX_PATH.
@@ -19,10 +35,9 @@ Usage::
 
     rec = Recorder(node, 'run.mcap', [('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
                                       ('/joint_states', JointState)])
-    ... spin the node ...
-    rec.close()          # or use it as a context manager; rec.counts has messages per topic
-
-Thread safety: callbacks may run on any executor thread; writes are serialized by a lock.
+    ...
+    rec.close()          # the file is complete; rec.counts, rec.report(), rec.problems()
+    rec.release()        # once no thread spins the node (or destroy the node)
 """
 from __future__ import annotations
 
@@ -181,23 +196,54 @@ def _subscription_qos(node, topic, depth):
 
 
 # ------------------------------------------------------------------------------ recorder
+STAMP_TYPES = frozenset(('std_msgs/msg/Header', 'builtin_interfaces/msg/Time'))
+
+
+def is_stamped(definition: str, type_name: str) -> bool:
+    """Does a message of this type carry a stamp anywhere (a std_msgs/Header or a builtin_interfaces/Time field,
+    nested included)? Such a message byte-identical to its predecessor on a topic is the same sample sent again."""
+    types = {type_name}
+    current = type_name.split('/')[0]
+    for line in definition.splitlines():
+        if line.startswith('MSG: '):
+            current = line[5:].strip().split('/')[0]
+            continue
+        types.update(field_types(line, current))
+    return bool(types & STAMP_TYPES)
+
+
+class _Topic:
+    """What the recorder keeps per topic."""
+
+    __slots__ = ('name', 'cls', 'type_name', 'sub', 'stamped', 'channel', 'last', 'count', 'resends', 'lost',
+                 'seq', 'sequence')
+
+    def __init__(self, name, cls, type_name, sub, stamped):
+        self.name, self.cls, self.type_name, self.sub, self.stamped = name, cls, type_name, sub, stamped
+        self.channel = None          # MCAP channel id, registered with the first message
+        self.last = None             # the last message written (stamped types: a re-send is dropped)
+        self.count = self.resends = self.lost = self.sequence = 0
+        self.seq = {}                # publisher gid -> last publication sequence number seen
+
+
 class Recorder:
     """Record topics of `node` into the MCAP file `path` (see the module docstring).
 
     topics: iterable of (topic, type) or (topic, type, qos) with type an rclpy message class or a
     'pkg/msg/Type' string; qos None = chosen from the publishers present (reliable unless all are
-    best-effort). `clock`: an rclpy Clock for log times (default: the node's clock).
+    best-effort), keep-last `depth` (deep: a reader's history costs memory only while it lags). `clock`: an rclpy
+    Clock for log times (default: the node's clock).
     """
 
-    def __init__(self, node, path, topics, *, depth=1000, clock=None, compression='zstd',
+    def __init__(self, node, path, topics, *, depth=100000, clock=None, compression='zstd',
                  chunk_size=1024 * 1024, metadata=None, find_msg_file=_default_msg_file):
+        from rclpy.guard_condition import GuardCondition
+        from flexarm_sim.ros.hotpath import Detached
         self.node = node
         self.path = os.fspath(path)
         self.clock = clock or node.get_clock()
-        self.counts = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._subs = []
         comp = {'zstd': CompressionType.ZSTD, 'lz4': CompressionType.LZ4,
                 'none': CompressionType.NONE, None: CompressionType.NONE}[compression]
         entries = []
@@ -211,50 +257,143 @@ class Recorder:
         if len({e[0] for e in entries}) != len(entries):
             raise RecorderError('a topic is listed twice')
         # message definitions first: a missing .msg fails before the file is created
-        definitions = {name: message_definition(name, find_msg_file) for _, _, name, _ in entries}
+        self._definitions = {name: message_definition(name, find_msg_file) for _, _, name, _ in entries}
 
         d = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(d, exist_ok=True)
         self._stream = open(self.path, 'wb')
         self._writer = Writer(self._stream, chunk_size=chunk_size, compression=comp)
         self._writer.start(profile='ros2', library='flexarm_bringup.recorder')
-        schema_ids = {name: self._writer.register_schema(name=name, encoding=SchemaEncoding.ROS2,
-                                                         data=text.encode())
-                      for name, text in definitions.items()}
+        self._schemas = {}
         if metadata:
             for name, data in metadata.items():
                 self._writer.add_metadata(name, {str(k): str(v) for k, v in data.items()})
-        self._channels = {}
-        self._sequence = {}
+        self._topics = []
+        group = Detached()                 # no executor takes these: the recorder's thread does (module docstring)
         for topic, cls, name, qos in entries:
-            auto_qos, offered = _subscription_qos(node, topic, depth)
-            channel_id = self._writer.register_channel(
-                topic=topic, message_encoding=MessageEncoding.CDR, schema_id=schema_ids[name],
-                metadata={'offered_qos_profiles': _qos_yaml(offered)})
-            self._channels[topic] = channel_id
-            self._sequence[topic] = 0
-            self.counts[topic] = 0
-            sub = node.create_subscription(cls, topic, self._make_callback(topic), qos or auto_qos, raw=True)
-            self._subs.append(sub)
+            sub = node.create_subscription(cls, topic, lambda _m: None, qos or _subscription_qos(node, topic, depth)[0],
+                                           raw=True, callback_group=group)
+            self._topics.append(_Topic(topic, cls, name, sub, is_stamped(self._definitions[name], name)))
+        self._guard = GuardCondition(callback=None, callback_group=None, context=node.context)
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name='recorder', daemon=True)
+        self._thread.start()
 
-    def _make_callback(self, topic):
-        channel_id = self._channels[topic]
-
-        def callback(data, info):
-            log_time = self.clock.now().nanoseconds
-            publish_time = int(info.get('source_timestamp') or 0) or log_time
-            with self._lock:
-                if self._closed:
+    # ------------------------------------------------------------------ the recording thread
+    def _run(self):
+        import contextlib
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+        ws = _rclpy.WaitSet(len(self._topics), 1, 0, 0, 0, 0, self.node.context.handle)
+        by_pointer = {t.sub.handle.pointer: t for t in self._topics}
+        while self._running:
+            with contextlib.ExitStack() as stack:
+                ws.clear_entities()
+                for t in self._topics:
+                    stack.enter_context(t.sub.handle)
+                    ws.add_subscription(t.sub.handle)
+                stack.enter_context(self._guard.handle)
+                ws.add_guard_condition(self._guard.handle)
+                ws.wait(200_000_000)
+                if not self._running:
                     return
-                self._sequence[topic] += 1
-                self._writer.add_message(channel_id=channel_id, log_time=log_time, publish_time=publish_time,
-                                         sequence=self._sequence[topic], data=bytes(data))
-                self.counts[topic] += 1
-        return callback
+                for ptr in ws.get_ready_entities('subscription'):
+                    t = by_pointer.get(ptr)
+                    if t is not None:
+                        self._drain(t)
+
+    def _drain(self, t):
+        """Take every message waiting on t's subscription and write it."""
+        h = t.sub.handle
+        while self._running:
+            got = h.take_message(t.cls, True)
+            if got is None:
+                return
+            self._write(t, got[0], got[1])
+
+    def _write(self, t, data, info):
+        log_time = self.clock.now().nanoseconds
+        publish_time = int(info.get('source_timestamp') or 0) or log_time
+        gid = (info.get('publisher_gid') or {}).get('data')
+        seq = info.get('publication_sequence_number')
+        with self._lock:
+            if self._closed:
+                return
+            if gid is not None and seq:
+                last = t.seq.get(gid)
+                if last is not None and seq > last + 1:
+                    t.lost += seq - last - 1       # samples its publisher wrote that never reached the recorder
+                t.seq[gid] = seq if last is None else max(last, seq)
+            data = bytes(data)
+            if t.stamped and data == t.last:
+                t.resends += 1                     # the same sample again (a paused or waiting plant re-sends)
+                return
+            if t.channel is None:
+                t.channel = self._register(t)
+            t.sequence += 1
+            self._writer.add_message(channel_id=t.channel, log_time=log_time, publish_time=publish_time,
+                                     sequence=t.sequence, data=data)
+            t.last = data if t.stamped else None
+            t.count += 1
+
+    def _register(self, t) -> int:
+        """The MCAP channel of a topic at its first message, with the QoS its publishers offer (known by then)."""
+        if t.type_name not in self._schemas:
+            self._schemas[t.type_name] = self._writer.register_schema(
+                name=t.type_name, encoding=SchemaEncoding.ROS2, data=self._definitions[t.type_name].encode())
+        try:
+            offered = [i.qos_profile for i in self.node.get_publishers_info_by_topic(t.name)]
+        except Exception:  # noqa: BLE001 - the graph is not available (shutting down): no profiles
+            offered = []
+        return self._writer.register_channel(topic=t.name, message_encoding=MessageEncoding.CDR,
+                                             schema_id=self._schemas[t.type_name],
+                                             metadata={'offered_qos_profiles': _qos_yaml(offered)})
+
+    # ------------------------------------------------------------------ what was recorded
+    @property
+    def counts(self) -> dict:
+        """{topic: messages written} of the topics that had any (a topic nobody published has no channel)."""
+        with self._lock:
+            return {t.name: t.count for t in self._topics if t.count}
 
     @property
     def topics(self):
-        return list(self._channels)
+        """The topics that have a channel (a message was recorded)."""
+        return [t.name for t in self._topics if t.channel is not None]
+
+    @property
+    def recorded(self):
+        """Every topic the recorder subscribes."""
+        return [t.name for t in self._topics]
+
+    def report(self) -> dict:
+        """{topic: {'messages', 'resends', 'lost'}} of every topic that had messages."""
+        with self._lock:
+            return {t.name: {'messages': t.count, 'resends': t.resends, 'lost': t.lost}
+                    for t in self._topics if t.count or t.lost}
+
+    def problems(self) -> list:
+        """Why the recording is incomplete (messages lost between a publisher and the recorder), or []."""
+        return [f'{name}: {r["lost"]} message(s) lost (their publisher wrote them; the recorder never got them)'
+                for name, r in self.report().items() if r['lost']]
+
+    def matched(self) -> bool:
+        """Is every subscription matched with every publisher the graph knows on its topic?"""
+        for t in self._topics:
+            n = len(self.node.get_publishers_info_by_topic(t.name))
+            if t.sub.get_publisher_count() < n:
+                return False
+        return True
+
+    def wait_for(self, counts: dict, timeout: float) -> bool:
+        """Wait until at least counts[topic] messages are recorded on each topic; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            have = self.counts
+            if all(have.get(k, 0) >= v for k, v in counts.items()):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
 
     def add_metadata(self, name: str, data: dict):
         with self._lock:
@@ -262,22 +401,33 @@ class Recorder:
                 self._writer.add_metadata(name, {str(k): str(v) for k, v in data.items()})
 
     def close(self):
-        """Stop recording (subscriptions destroyed) and finish the file; idempotent."""
+        """Stop recording and finish the file; idempotent. The subscriptions stay (no executor ever takes them):
+        `release()` or the node's destruction removes them once nothing spins the node."""
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
-        for sub in self._subs:
-            try:
-                self.node.destroy_subscription(sub)
-            except Exception:       # node already destroyed
-                pass
-        self._subs = []
+        self._running = False
+        self._guard.trigger()
+        self._thread.join(timeout=5.0)
+        report = self.report()
         with self._lock:
+            self._closed = True
+            self._writer.add_metadata('flexarm_recording', {
+                f'{name}.{k}': str(v) for name, r in report.items() for k, v in r.items()})
             self._writer.finish()
             self._stream.close()
 
     stop = close
+
+    def release(self):
+        """Destroy the subscriptions (after close(), when no thread spins the node)."""
+        self.close()
+        for t in self._topics:
+            try:
+                self.node.destroy_subscription(t.sub)
+            except Exception:  # noqa: BLE001 - node already destroyed
+                pass
+        self._guard.destroy()
 
     def __enter__(self):
         return self

@@ -51,7 +51,7 @@ from flexarm_control.laws.reference import PointToPoint
 from flexarm_control.planning import desired_tip_path
 from flexarm_control.nodes.controller_node import ControllerNode
 from flexarm_control.nodes.estimator_node import EstimatorNode
-from flexarm_msgs.msg import FlexState
+from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.common.params import ConfigError
 from flexarm_sim.model import load_model, validity_limit
@@ -59,10 +59,11 @@ from flexarm_sim.model.trajectory import relative_deflections
 from flexarm_sim.model.layout import ArmLayout, layout_difference as same_layout
 from flexarm_sim.plant.node import PlantNode
 from flexarm_sim.ros import dds_security, names
+from flexarm_sim.ros.cdr import serialize
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import qos
-from flexarm_sim.ros.node_main import default_executor
+from flexarm_sim.ros.node_main import SPIN_WAKE_S, default_executor
 
 from .bringup import CONTROLLERS, ESTIMATORS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
@@ -77,7 +78,17 @@ RECORDED_TOPICS = (             # relative: recorded in the run's namespace (nam
     (names.REFERENCE, 'trajectory_msgs/msg/JointTrajectory'),
     (names.MARKERS, 'visualization_msgs/msg/MarkerArray'),
     (names.DIAGNOSTICS, 'diagnostic_msgs/msg/DiagnosticArray'),
+    (names.CLOCK, 'rosgraph_msgs/msg/Clock'),
+    (names.STAMPED_COMMAND, 'flexarm_msgs/msg/JointEffortCommand'),
+    (names.POSITION_COMMANDS, 'std_msgs/msg/Float64MultiArray'),
+    (names.STRAIN, 'flexarm_msgs/msg/StrainGauges'),
+    (names.TIP_IMU, 'sensor_msgs/msg/Imu'),
 )
+# the plant's timeline topics (relative): its diagnostics count what it published on each (plant/node.py,
+# published.<name>), a lock-step recording holds exactly that many
+PLANT_TIMELINE = (names.STATE, names.JOINT_STATES, names.CLOCK, names.MARKERS, names.STRAIN, names.TIP_IMU)
+RECORD_INCOMPLETE_EXIT_CODE = 4   # `flexarm run --record`: a recording that misses messages (the summary is printed)
+RECORD_DRAIN_S = 30.0         # s (wall) for the recorder to take what the paused plant published
 STARTUP_QUIET_S = 60.0
 STARTUP_LIMIT_S = 600.0
 RUN_STALL_S = 30.0            # wall seconds without plant time advancing: the run is stuck
@@ -174,6 +185,8 @@ def node_specs(args, model=None):
     plant_extra = {'publish_rates.joint_states': float(min(args.rate, 1000.0)), 'publish_rates.markers': 30.0,
                    'publish_rates.diagnostics': 2.0}
     ctl_extra = {}
+    if _held(args):       # lock-step: from step 0, paused, to the end of the run, paused (_start_held, the recording)
+        plant_extra.update({'start_paused': True, 'pause_at': args.lead + args.duration})
     if args.plant_servo:
         kp, kv = thesis_servo_gains(model, math.radians(args.angle))
         plant_extra.update({'servo.enabled': True, 'servo.kp': kp, 'servo.kv': kv})
@@ -182,6 +195,13 @@ def node_specs(args, model=None):
                      shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
                      estimator=getattr(args, 'estimator', 'none'), namespace=getattr(args, 'namespace', '/'),
                      plant_arm=getattr(args, 'plant_arm', ''))
+
+
+def _held(args) -> bool:
+    """Does this run start the plant paused at step 0 and end it paused at lead + duration? Lock-step runs whose
+    nodes the runner starts: the same run then publishes the same messages from the first step to the last (a
+    recording holds them all, every time)."""
+    return args.time_mode == 'lockstep' and not getattr(args, 'attach', False)
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -257,6 +277,14 @@ class RunnerNode:
         self.pause_client = None
         self.diag_sub = node.create_subscription(DiagnosticArray, names.DIAGNOSTICS, self._on_diag, 10)
         self.pub_ref = node.create_publisher(JointTrajectory, names.REFERENCE, qos(10))
+        self.plant_diags = 0          # plant diagnostics received
+        self.states = 0               # distinct states received
+        self.commands_seen = 0        # lock-step: stamped commands seen (the controller answers the held plant)
+        self.cmd_sub = node.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_command,
+                                                qos(10), raw=True)
+
+    def _on_command(self, _data):
+        self.commands_seen += 1
 
     def close(self):
         self.hot_loop.stop()
@@ -278,6 +306,7 @@ class RunnerNode:
                 self.step_gaps += 1
             self.samples.add(row[:-1])
             self.last_step = st.step
+            self.states += 1
 
     def _far_ends(self, topic):
         """(the graph's endpoints across the runner's end on `topic`: subscriptions to its reference, publishers of
@@ -351,6 +380,7 @@ class RunnerNode:
                     self.controller_diag = vals
                 elif 'plant' in st.name:
                     self.plant_diag = dict(vals, _message=st.message)
+                    self.plant_diags += 1
 
     def latest(self):
         with self.lock:
@@ -370,7 +400,7 @@ class RunnerNode:
             s = int(math.floor(tk))
             pt.time_from_start = Duration(sec=s, nanosec=int(round((tk - s) * 1e9)))
             msg.points.append(pt)
-        self.pub_ref.publish(msg)
+        self.pub_ref.publish(serialize(msg))          # padding zero: the same reference, the same bytes
 
 
 def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None,
@@ -588,7 +618,7 @@ def _run(args, progress, tmpdir):
     if why:
         return _fail(why)
     procs = _Processes(tmpdir)
-    executors, spins, composed, nodes = [], [], [], []
+    spins, composed, nodes = [], [], []
     recorder = runner = None
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
@@ -596,47 +626,145 @@ def _run(args, progress, tmpdir):
         nodes.append(node)
         runner = RunnerNode(node, layout)
         runner.stride = int(round(args.rate / args.control_rate))
-        executors.append(default_executor()())
-        executors[0].add_node(node)
+        spins.append(_Spinner(node))
         if args.record:
             recorder = Recorder(node, args.record, [(names.resolve(t, ns), m) for t, m in RECORDED_TOPICS],
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
         started = ', '.join(s.name for s in specs)
+        # lock-step (_held): the plant last, paused at step 0, once the others are connected to the runner's recorder
+        # (their first messages answer the plant's first state: a recorder matched later would miss them)
+        first, last = specs, []
+        if _held(args):
+            first = [s for s in specs if s.package != 'flexarm_sim']
+            last = [s for s in specs if s.package == 'flexarm_sim']
         if args.attach:
             progress.line(f'attaching to the running {started}')
         elif args.single_process:
             progress.line(f'starting {started} in this process')
-            composed = _compose(specs, tmpdir)
-            nodes.extend(composed)
-            for n in composed:
-                executors.append(default_executor()())
-                executors[-1].add_node(n)
+            for group in (first, last):
+                if group is last and last:
+                    err = _connected(node, recorder, first, progress)
+                    if err:
+                        return _fail(err)
+                for n in _compose(group, tmpdir):
+                    composed.append(n)
+                    nodes.append(n)
+                    spins.append(_Spinner(n))
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
             progress.line(f'starting {started} ({args.time_mode}, control at {args.control_rate:g} Hz)')
-            for s in specs:
+            for s in first:
                 procs.start(s.name, command(s, tmpdir), env)
-        for ex in executors:
-            spins.append(threading.Thread(target=ex.spin, daemon=True))
-            spins[-1].start()
+            if last:
+                err = _connected(node, recorder, first, progress, procs)
+                if err:
+                    return _fail(err)
+                for s in last:
+                    procs.start(s.name, command(s, tmpdir), env)
         return _drive(args, model, runner, procs, recorder, progress)
     finally:
-        # orderly shutdown: node processes, composed loops, recording, executors (and their threads), nodes
-        procs.stop()
-        for n in composed:
-            n.stop()
+        _shut_down(procs, composed, runner, recorder, spins, nodes)
+
+
+class _Spinner:
+    """A node's executor spun by a thread of its own until stop(): the loop looks at its flag at least every
+    SPIN_WAKE_S, so stop() returns with nothing in the executor's wait (see _shut_down)."""
+
+    def __init__(self, node):
+        self.executor = default_executor()()
+        self.executor.add_node(node)
+        self._running = True
+        self.thread = threading.Thread(target=self._spin, name=f'spin-{node.get_name()}', daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        ex = self.executor
+        while self._running:
+            ex.spin_once(timeout_sec=SPIN_WAKE_S)
+
+    def stop(self):
+        self._running = False
+        self.thread.join(timeout=5.0)
+        return not self.thread.is_alive()
+
+
+def _shut_down(procs, composed, runner, recorder, spins, nodes):
+    """Orderly shutdown. The rule: nothing is destroyed while a thread may use it. A spin thread's executor enters
+    every entity of its nodes into its wait set: destroying one meanwhile raised `InvalidHandle: cannot use
+    Destroyable because destruction was requested` in that thread (after `run done`, 2 runs in 4 of `make demo`;
+    the recorder destroyed its subscriptions while the runner's executor spun). So: the node processes, the composed
+    nodes' own threads, the runner's and the recorder's threads (the file is finished), then the spin threads
+    (joined), then the executors, and only then the entities and nodes."""
+    procs.stop()
+    for n in composed:
+        n.stop()
+    if runner is not None:
+        runner.hot_loop.stop()
+    if recorder is not None:
+        recorder.close()
+    stopped = [sp.stop() for sp in spins]
+    for sp, ok in zip(spins, stopped):
+        sp.executor.shutdown(timeout_sec=5.0 if ok else 0.0)
+    if all(stopped):                    # a spin thread that did not stop keeps its entities (the process exits)
         if runner is not None:
             runner.close()
         if recorder is not None:
-            recorder.close()
-        for ex in executors:
-            ex.shutdown(timeout_sec=5.0)
-        for th in spins:
-            th.join(timeout=5.0)
+            recorder.release()
         for n in reversed(nodes):
             n.destroy_node()
-        rclpy.try_shutdown()
+    rclpy.try_shutdown()
+
+
+def _subscribes_state(node, spec) -> bool:
+    """Is the started node in the graph with its state subscription?"""
+    try:
+        topics = {t for t, _ in node.get_subscriber_names_and_types_by_node(spec.name, spec.namespace)}
+    except Exception:  # noqa: BLE001 - rclpy's NodeNameNonExistentError: not discovered yet
+        return False
+    return bool(topics & {names.resolve(t, spec.namespace) for t in (names.STATE, names.STATE_ESTIMATE,
+                                                                     names.JOINT_STATES)})
+
+
+def _publishes(spec) -> tuple:
+    """The recorded topics a started node (not the plant) publishes, resolved: a recording of a held run must be
+    matched with each before the plant's first step, or that node's first messages are lost (189 commands once)."""
+    if spec.executable == 'state_estimator':
+        rel = (names.STATE_ESTIMATE, names.DIAGNOSTICS)
+    else:
+        rel = (names.EFFORT_COMMANDS, names.DIAGNOSTICS) + ((names.STAMPED_COMMAND,) if spec.overrides.get('lockstep')
+                                                           else ())
+    return tuple(names.resolve(t, spec.namespace) for t in rel)
+
+
+def _connected(node, recorder, specs, progress, procs=None, timeout=STARTUP_QUIET_S * 5):
+    """Lock-step: wait until the started nodes are in the graph with their state subscription and, when recording,
+    until the recorder is matched with each of their publishers of recorded topics (_publishes) and with every
+    publisher the graph knows on its topics; '' or what went wrong."""
+    t0 = time.monotonic()
+
+    def publishing(topic):
+        try:
+            return {i.node_name for i in node.get_publishers_info_by_topic(topic)}
+        except Exception:  # noqa: BLE001 - the graph is not ready
+            return set()
+    while True:
+        missing = [s.name for s in specs if not _subscribes_state(node, s)]
+        if recorder is not None:
+            missing += [f'{s.name} on {t}' for s in specs for t in _publishes(s)
+                        if t in recorder.recorded and s.name not in publishing(t)]
+        if not missing and (recorder is None or recorder.matched()):
+            return ''
+        if procs is not None:
+            ex = procs.exited()
+            if ex:
+                return f'{ex[0]} exited with code {ex[1]} during start-up:\n' + procs.tail(ex[0])
+            _relay(progress, procs.new_lines())
+        if time.monotonic() - t0 > timeout:
+            return (f'{", ".join(missing) or "the recorder"} not connected after {timeout:.0f} s'
+                    + ('' if procs is None else '\n' + '\n'.join(f'--- {s.name} log:\n' + procs.tail(s.name)
+                                                                 for s in specs)))
+        time.sleep(0.02)
 
 
 def _compose(specs, tmpdir):
@@ -663,8 +791,8 @@ def _not_ready(runner, args, procs):
     latest = runner.latest()
     if latest is None:
         return ['plant']
-    if args.controller != 'none' and latest[1] == 0:
-        return [args.controller]
+    if args.controller != 'none' and latest[1] == 0 and not (_held(args) and runner.commands_seen):
+        return [args.controller]       # held (lock-step): it has answered the plant's first state
     return []
 
 
@@ -763,6 +891,10 @@ def _drive(args, model, runner, procs, recorder, progress):
                                   f'{_num(runner.controller_diag_value("last_plan_time_s")) or float("nan"):.2f} s)')
                     t_move += retimed
         if hold:
+            if recorder is not None and _held(args):
+                err = _recording_from_start(runner, recorder)
+                if err:
+                    return _fail(err)
             err = runner.pause(False)
             if err:
                 return _fail(err)
@@ -770,13 +902,15 @@ def _drive(args, model, runner, procs, recorder, progress):
     progress.line(f'running {args.duration:g} s of plant time ({args.time_mode})')
     last_t, last_change, last_print, w0 = row[0], time.monotonic(), 0.0, time.monotonic()
     cpu0 = procs.cpu_seconds()
+    pace = _RecordingPace(runner, recorder) if recorder is not None and _held(args) else None
     while True:
         row, _ = runner.latest()
         t = row[0]
         if t >= t_end:
             break
         now = time.monotonic()
-        if t != last_t:
+        held = pace is not None and pace(now)          # (a plant held for the recorder is not stalled)
+        if t != last_t or held:
             last_t, last_change = t, now
         ex = procs.exited()
         if ex:
@@ -798,9 +932,10 @@ def _drive(args, model, runner, procs, recorder, progress):
     cpu = {name: round(100.0 * (cpu1[name] - cpu0[name]) / wall, 1) for name in cpu1 if name in cpu0}
     progress.line(f'run done: {args.duration:g} s of plant time in {wall:.1f} s wall')
     time.sleep(0.6)      # one more diagnostics period
+    record_problems = []
     if recorder is not None:
         t0 = time.monotonic()
-        recorder.close()     # the file holds exactly what the summary reports
+        record_problems = _finish_recording(args, runner, recorder)   # the file holds what the summary reports
         if time.monotonic() - t0 > PROGRESS_AFTER_S:
             progress.line(f'recording written in {time.monotonic() - t0:.1f} s')
     with runner.lock:
@@ -823,7 +958,8 @@ def _drive(args, model, runner, procs, recorder, progress):
     if args.estimator != 'none':
         summary.update(estimator_resets=_num(ediag.get('resets')), estimator_status=ediag.get('_message', ''))
     if recorder is not None:
-        summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
+        summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts),
+                             'complete': not record_problems, 'problems': record_problems}
     if args.plot:
         t0 = time.monotonic()
         plant = args._plant_model
@@ -844,8 +980,105 @@ def _drive(args, model, runner, procs, recorder, progress):
               f'describes', file=sys.stderr)
     if summary['lost']:
         print(f'flexarm run: the arm was lost: {summary["lost"]}', file=sys.stderr)
+    if record_problems:
+        _fail('the recording is incomplete: ' + '; '.join(record_problems))
+    if summary['lost']:
         return LOST_EXIT_CODE
+    if record_problems:
+        return RECORD_INCOMPLETE_EXIT_CODE
     return 0
+
+
+class _RecordingPace:
+    """A held lock-step run with a recording runs as fast as its loop answers, which may be faster than the
+    recorder takes the messages (a loaded machine: 908 joint states and 500 commands lost once, the publishers'
+    histories overrun). The publishers keep 60 s of plant time in lock-step and the recorder's reader 10^5 messages;
+    besides, the plant may run at most PAUSE_AHEAD states ahead of the recorder (as the runner sees them): beyond, it is paused until the recorder is within
+    RESUME_AHEAD (or RECORD_DRAIN_S have passed: the recording is then reported incomplete). A pause in lock-step
+    changes nothing of the run (the paused instant's re-sends are recorded once). Called by the run's loop: True
+    while it holds the plant (plant time stands still on purpose)."""
+
+    PAUSE_AHEAD = 250
+    RESUME_AHEAD = 50
+
+    def __init__(self, runner, recorder):
+        self.runner, self.recorder = runner, recorder
+        self.since = None
+        self.holds = 0
+
+    def __call__(self, now) -> bool:
+        lag = self.runner.states - self.recorder.counts.get(_resolved(self.runner, names.STATE), 0)
+        if self.since is None and lag > self.PAUSE_AHEAD:
+            if not self.runner.pause(True):
+                self.since, self.holds = now, self.holds + 1
+        elif self.since is not None and (lag < self.RESUME_AHEAD or now - self.since > RECORD_DRAIN_S):
+            if not self.runner.pause(False):
+                self.since = None
+        return self.since is not None
+
+
+def _resolved(runner, name) -> str:
+    """A relative topic name in the run's namespace (the recorder's keys)."""
+    return names.resolve(name, runner.node.get_namespace())
+
+
+def _recording_from_start(runner, recorder) -> str:
+    """Held lock-step run, before the plant's first step: the recorder is matched with every publisher and holds
+    the plant's first state (re-sent while it is paused); '' or what went wrong."""
+    deadline = time.monotonic() + STARTUP_QUIET_S
+    while not recorder.matched() or not recorder.counts.get(_resolved(runner, names.STATE)):
+        if time.monotonic() > deadline:
+            return (f'the recorder has not received the paused plant\'s first state after {STARTUP_QUIET_S:.0f} s '
+                    f'(recorded so far: {recorder.counts})')
+        time.sleep(0.01)
+    return ''
+
+
+def _plant_counts_final(runner, timeout=10.0):
+    """{topic: samples the plant published} once it is paused for good: two diagnostics in a row say paused with the
+    same counts (plant/node.py); None if they do not within timeout."""
+    deadline = time.monotonic() + timeout
+    seen, last = runner.plant_diags, None
+    while time.monotonic() < deadline:
+        with runner.lock:
+            n, d = runner.plant_diags, dict(runner.plant_diag)
+        if n != seen:
+            seen = n
+            if d.get('paused') == 'True':
+                counts = {k[len('published.'):]: int(v) for k, v in d.items() if k.startswith('published.')}
+                if counts == last:
+                    return counts
+                last = counts
+        time.sleep(0.02)
+    return None
+
+
+def _finish_recording(args, runner, recorder) -> list:
+    """Finish the recording; returns why it is incomplete ([] when it is not). Every recording: no message lost
+    between a publisher and the recorder (recorder.problems). A held lock-step run (the plant paused itself at the
+    run's end): every sample the plant published on its timeline topics is in the file, counted against the plant's
+    own count (issue 23, item 6), and an answer (command, estimate) to each of its states."""
+    problems, expected = [], {}
+    if _held(args):
+        expected = _plant_counts_final(runner)
+        if expected is None:
+            problems.append('the plant did not report what it published (no diagnostics after its pause)')
+            expected = {}
+        expected = {k: v for k, v in expected.items() if k in PLANT_TIMELINE}
+        states = expected.get(names.STATE, 0)
+        if args.controller != 'none':           # lock-step: every state answered (the last, paused one too)
+            expected.update({names.EFFORT_COMMANDS: states, names.STAMPED_COMMAND: states})
+        if args.estimator != 'none':            # and estimated first
+            expected[names.STATE_ESTIMATE] = states
+        expected = {_resolved(runner, k): v for k, v in expected.items()}
+        recorder.wait_for(expected, RECORD_DRAIN_S)
+    recorder.close()
+    counts = recorder.counts
+    timeline = {_resolved(runner, t) for t in PLANT_TIMELINE}
+    problems += [f'{topic}: {counts.get(topic, 0)} of the {n} messages '
+                 + ('the plant published' if topic in timeline else 'answering its states')
+                 for topic, n in sorted(expected.items()) if counts.get(topic, 0) != n]
+    return problems + recorder.problems()
 
 
 def _print_summary(s):

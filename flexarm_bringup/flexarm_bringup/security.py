@@ -114,9 +114,6 @@ def permissions(role: str, ns: str = '/', bringup: str = 'sim') -> dict:
             a, b = _serve(f'{node}/{s}', ns)
             sub += a
             pub += b
-        a, b = _serve(f'{node}_io/get_type_description', ns)     # its hot-path sub-node (ros/hotpath.py)
-        sub += a
-        pub += b
     commands = t(*names.COMMAND_TOPICS)
     if role == 'plant':
         pub += t(names.JOINT_STATES, names.STATE, names.MARKERS, names.STRAIN, names.TIP_IMU, names.DIAGNOSTICS,

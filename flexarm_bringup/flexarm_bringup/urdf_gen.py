@@ -26,7 +26,8 @@ piece; K = 0 makes every link rigid (real joints only). For Timoshenko/FE modes 
 angle; the chain then follows the section rotations (small difference for slender links).
 
 Other frames: ``base_link`` (the arm base frame, the plant's default frame id), real joints
-``<joint>`` (revolute about z, limits from the arm file; origin Tip_{j-1} Rx(twist_{j-1})
+``<joint>`` (revolute about z, limits from the arm file; ``continuous`` for a joint the arm file gives no position
+limits, as urdfdom — robot_state_publisher, Pinocchio — refuses infinite bounds; origin Tip_{j-1} Rx(twist_{j-1})
 Rz(angle_offset_j) Tz(offset_j), so the child ``<joint>_link`` is the link frame L_j),
 ``<joint>_tip`` (the elastic tip frame of link j, before the twist). Masses and inertias: rod pieces
 lumped per piece (rho (b - a), rod inertia about the piece COM), the hub on ``<joint>_link``, the link's
@@ -252,7 +253,8 @@ def _joint(doc, name, jtype, parent, child, xyz=(0, 0, 0), rpy=(0, 0, 0), axis=N
         doc.add(f'<axis xyz="{_vec(axis)}"/>', 2)
     if limit is not None:
         lo, hi, effort, vel = limit
-        doc.add(f'<limit lower="{_f(lo)}" upper="{_f(hi)}" effort="{_f(effort)}" velocity="{_f(vel)}"/>', 2)
+        bounds = '' if lo is None else f'lower="{_f(lo)}" upper="{_f(hi)}" '
+        doc.add(f'<limit {bounds}effort="{_f(effort)}" velocity="{_f(vel)}"/>', 2)
     doc.add('</joint>')
 
 
@@ -317,8 +319,12 @@ def generate_urdf(arm, segments=8, radius=0.01, name=None, base_frame='base_link
             if pname == child:
                 parts += [hub_visual, column]
             _link(doc, pname, parts)
-        _joint(doc, js.name, 'revolute', parent, child, pj, matrix_to_rpy(Rj), axis=(0, 0, 1),
-               limit=(lo, hi, js.effort_limit, js.velocity_limit))
+        if math.isfinite(lo) and math.isfinite(hi):
+            _joint(doc, js.name, 'revolute', parent, child, pj, matrix_to_rpy(Rj), axis=(0, 0, 1),
+                   limit=(lo, hi, js.effort_limit, js.velocity_limit))
+        else:            # no position limits in the arm file: a joint that turns without end (urdfdom: no -inf)
+            _joint(doc, js.name, 'continuous', parent, child, pj, matrix_to_rpy(Rj), axis=(0, 0, 1),
+                   limit=(None, None, js.effort_limit, js.velocity_limit))
         cur, cur_x = child, 0.0
         if flexible:
             for s in range(1, K + 1):

@@ -4,6 +4,7 @@
                                               [time_mode:=realtime|simtime|lockstep] [rate:=<Hz>] [control_rate:=<Hz>]
                                               [shaping:=none|zv|zvd] [rviz:=true|false]
                                               [estimator:=none|encoders|strain|strain_accel]
+                                              [robot_state_publisher:=true|false] [segments:=8]
                                               [plant_arm:=<name or yaml>]
                                               [namespace:=<ns>] [keystore:=<SROS2 keystore>]
 
@@ -14,6 +15,10 @@ config/plant.yaml and config/controllers.yaml, overridden by `arm` (plant and co
 estimator:=<sensor set> also starts the state_estimator (config/estimator.yaml): the plant models those sensors
 (encoders; + a strain gauge per flexible link; + a tip accelerometer) and the controller feeds back
 /flexarm/state_estimate instead of the plant's true /flexarm/state.
+robot_state_publisher:=true (default) also starts robot_state_publisher with the arm's URDF as robot_description
+and flex_joint_states (bringup.urdf_nodes: /tf of every link, the flexible links as `segments` rigid cells each,
+from /flexarm/state); where robot_state_publisher is not installed, or under a keystore (no enclave is made for
+it), they are skipped with a message saying so.
 plant_arm:=<arm> simulates another arm (same joints and modes, other parameters: a model-mismatch study) while the
 controller keeps `arm` as its model.
 rviz:=true includes view.launch.py; without rviz2 installed it refuses before starting anything.
@@ -25,13 +30,15 @@ ROS_SECURITY_STRATEGY=Enforce and each node in its enclave (`flexarm security cr
 security makes every node refuse to start, flexarm_sim/ros/dds_security.py).
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import (DeclareLaunchArgument, IncludeLaunchDescription, LogInfo, OpaqueFunction,
+                            SetEnvironmentVariable)
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from flexarm_bringup.bringup import (CONTROLLERS, ESTIMATORS, SHAPERS, TIME_MODES, launch_node_args, require_package,
-                                     security_environment, share_dir, sim_nodes)
+from flexarm_bringup.bringup import (CONTROLLERS, ESTIMATORS, ROBOT_STATE_PUBLISHER_MISSING, SHAPERS, TIME_MODES,
+                                     launch_node_args, package_installed, require_package, security_environment,
+                                     share_dir, sim_nodes, urdf_nodes)
 
 
 def _actions(context):
@@ -43,14 +50,23 @@ def _actions(context):
     specs = sim_nodes(arg('arm'), arg('controller'), arg('time_mode'), rate=arg('rate'),
                       control_rate=arg('control_rate'), shaping=arg('shaping'), estimator=arg('estimator'),
                       plant_arm=arg('plant_arm'), namespace=arg('namespace'), keystore=arg('keystore'))
+    sim_time = arg('time_mode') != 'realtime'
     actions = [SetEnvironmentVariable(k, v) for k, v in security_environment(arg('keystore')).items()]
+    if arg('robot_state_publisher') == 'true':
+        if arg('keystore').strip():
+            actions.append(LogInfo(msg='robot_state_publisher:=true is skipped under a keystore (no enclave is made '
+                                       'for it); the markers still show the arm'))
+        elif package_installed('robot_state_publisher'):
+            specs = specs + urdf_nodes(specs[0].overrides['arm'], arg('segments'), sim_time, specs[0].namespace)
+        else:
+            actions.append(LogInfo(msg=ROBOT_STATE_PUBLISHER_MISSING))
     actions += [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
                      **launch_node_args(s, [s.overrides])) for s in specs]
-    if rviz:
+    if rviz:                    # rviz only: the URDF route is this file's (above)
         actions.append(IncludeLaunchDescription(
             PythonLaunchDescriptionSource(share_dir('flexarm_bringup') + '/launch/view.launch.py'),
-            launch_arguments={'arm': specs[0].overrides['arm'], 'namespace': specs[0].namespace,
-                              'use_sim_time': 'true' if arg('time_mode') != 'realtime' else 'false'}.items()))
+            launch_arguments={'arm': specs[0].overrides['arm'], 'namespace': specs[0].namespace, 'urdf': 'false',
+                              'use_sim_time': 'true' if sim_time else 'false'}.items()))
     return actions
 
 
@@ -74,6 +90,12 @@ def generate_launch_description():
         DeclareLaunchArgument('estimator', default_value='none', choices=list(ESTIMATORS),
                               description='the controller feeds back the state_estimator\'s estimate from this sensor '
                                           'set (the plant models the sensors); none: the plant\'s true state'),
+        DeclareLaunchArgument('robot_state_publisher', default_value='true', choices=['true', 'false'],
+                              description='robot_state_publisher with the arm\'s URDF as robot_description + '
+                                          'flex_joint_states: /tf of every link (skipped with a message where '
+                                          'robot_state_publisher is not installed)'),
+        DeclareLaunchArgument('segments', default_value='8',
+                              description='rigid cells per flexible link in the URDF (0: rigid links)'),
         DeclareLaunchArgument('plant_arm', default_value='',
                               description='the arm the plant simulates when it differs from the controller\'s model '
                                           '(`arm`): same joints and modes, other parameters (empty: `arm`)'),

@@ -226,6 +226,11 @@ def make_stub():
             super().__init__(**kw)
             self.function, self.args, self.kwargs = function, args or [], kwargs or {}
 
+    class LogInfo(Action):
+        def __init__(self, msg, **kw):
+            super().__init__(**kw)
+            self.msg = msg
+
     class PythonLaunchDescriptionSource:
         def __init__(self, path):
             self.path = path
@@ -264,7 +269,8 @@ def make_stub():
 
     module('launch', LaunchDescription=LaunchDescription, Substitution=Substitution)
     module('launch.actions', DeclareLaunchArgument=DeclareLaunchArgument, OpaqueFunction=OpaqueFunction,
-           IncludeLaunchDescription=IncludeLaunchDescription, SetEnvironmentVariable=SetEnvironmentVariable)
+           IncludeLaunchDescription=IncludeLaunchDescription, LogInfo=LogInfo,
+           SetEnvironmentVariable=SetEnvironmentVariable)
     module('launch.conditions', IfCondition=IfCondition, UnlessCondition=UnlessCondition)
     module('launch.launch_description_sources', PythonLaunchDescriptionSource=PythonLaunchDescriptionSource)
     module('launch.substitutions', LaunchConfiguration=LaunchConfiguration, TextSubstitution=TextSubstitution,
@@ -312,8 +318,9 @@ def declared_arguments(ld):
     return {e.name: e for e in ld.entities if type(e).__name__ == 'DeclareLaunchArgument'}
 
 
-def evaluate(path, args=None, depth=0):
-    """Nodes (dicts) started by the launch file at `path` for launch arguments `args` (strings)."""
+def evaluate(path, args=None, depth=0, logged=None):
+    """Nodes (dicts) started by the launch file at `path` for launch arguments `args` (strings); the messages of its
+    LogInfo actions are appended to `logged`."""
     assert depth < 5, 'include loop'
     ld = load_description(path)
     decl = declared_arguments(ld)
@@ -341,7 +348,7 @@ def evaluate(path, args=None, depth=0):
             elif kind == 'IncludeLaunchDescription':
                 inc = _perform(e.source.path, ctx)
                 inc_args = {_perform(k, ctx): _perform(v, ctx) for k, v in e.launch_arguments}
-                nodes.extend(evaluate(inc, inc_args, depth + 1))
+                nodes.extend(evaluate(inc, inc_args, depth + 1, logged))
             elif kind == 'Node':
                 params = []
                 for p in e.parameters:
@@ -362,6 +369,9 @@ def evaluate(path, args=None, depth=0):
                 env[_perform(e.name, ctx)] = _perform(e.value, ctx)
             elif kind == 'DeclareLaunchArgument':
                 pass
+            elif kind == 'LogInfo':
+                if logged is not None:
+                    logged.append(_perform(e.msg, ctx))
             else:
                 raise AssertionError(f'unexpected entity {kind}')
 
@@ -401,7 +411,8 @@ def _all_runs():
         runs.append(('hardware.launch.py', {'controller': c}))
     runs += [('sim.launch.py', {'rviz': 'true', 'time_mode': 'simtime', 'rate': '500', 'shaping': 'zv',
                                 'arm': 'spatial_3r', 'control_rate': '250'}),
-             ('sim.launch.py', {'time_mode': 'lockstep'}),
+             ('sim.launch.py', {'time_mode': 'lockstep', 'segments': '3'}),
+             ('sim.launch.py', {'controller': 'modal', 'robot_state_publisher': 'false'}),
              ('sim.launch.py', {'controller': 'modal', 'time_mode': 'simtime', 'estimator': 'strain_accel'}),
              ('sim.launch.py', {'controller': 'none', 'estimator': 'encoders', 'control_rate': '250'}),
              ('hardware.launch.py', {'controller': 'modal', 'estimator': 'encoders'}),
@@ -496,6 +507,8 @@ def test_wiring(name, args):
             assert _overrides(by_name[c]).get('shaping') == args.get('shaping')
         assert ('rviz2' in by_name) == (args.get('rviz') == 'true')
         _check_estimator(name, args, by_name, ctrl)
+    if name == 'sim.launch.py':
+        _check_urdf_route(args, by_name)
     if name == 'hardware.launch.py' and args.get('rviz') == 'true':
         rsp = by_name['robot_state_publisher']
         assert ' -K 0' in _overrides(rsp)['robot_description']
@@ -517,6 +530,40 @@ def test_wiring(name, args):
                 fjs = by_name['flex_joint_states']
                 assert dict(fjs['remappings'])['joint_states'] == topic
                 assert str(_overrides(fjs)['segments']) == args.get('segments', '8')
+
+
+def _check_urdf_route(args, by_name):
+    """sim.launch.py: robot_description + robot_state_publisher + flex_joint_states (TF of every link), on the
+    URDF's own joint states; the URDF is the arm's, with `segments` cells per flexible link, and loads in urdfdom."""
+    from flexarm_sim.ros.names import URDF_JOINT_STATES, resolve
+    on = args.get('robot_state_publisher', 'true') == 'true'
+    assert ('robot_state_publisher' in by_name) == on and ('flex_joint_states' in by_name) == on
+    if not on:
+        return
+    rsp, fjs = by_name['robot_state_publisher'], by_name['flex_joint_states']
+    topic = resolve(URDF_JOINT_STATES, args.get('namespace', '/') or '/')
+    assert dict(rsp['remappings'])['joint_states'] == topic == dict(fjs['remappings'])['joint_states']
+    text = _overrides(rsp)['robot_description']
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_urdf_gen import urdfdom_problems
+    assert text.startswith('<?xml') and urdfdom_problems(text) == []
+    k = int(args.get('segments', '8'))
+    assert _overrides(fjs)['segments'] == k
+    from flexarm_bringup.urdf_gen import generate_urdf, load
+    assert text == generate_urdf(load(_overrides(fjs)['arm']), k)
+    sim_time = args.get('time_mode', 'realtime') != 'realtime'
+    assert _overrides(rsp)['use_sim_time'] == sim_time == _overrides(fjs)['use_sim_time']
+
+
+def test_sim_launch_without_robot_state_publisher_says_so_and_starts_the_rest():
+    """Where robot_state_publisher is not installed (as on these machines), sim.launch.py skips the URDF route with
+    a message naming what is missing, and starts the plant and the controller."""
+    from flexarm_bringup.bringup import ROBOT_STATE_PUBLISHER_MISSING
+    logged = []
+    with stubbed_launch(installed=()):
+        nodes = evaluate(os.path.join(LAUNCH_DIR, 'sim.launch.py'), {'controller': 'modal'}, logged=logged)
+    assert [n['name'] for n in nodes] == ['plant', 'modal']
+    assert logged == [ROBOT_STATE_PUBLISHER_MISSING] and 'robot_state_publisher is not installed' in logged[0]
 
 
 def test_hardware_bridge_port_baud_and_params_file(tmp_path):

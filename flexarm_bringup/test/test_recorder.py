@@ -5,6 +5,9 @@ import time
 from pathlib import Path
 
 import pytest
+from builtin_interfaces.msg import Time
+
+from flexarm_sim.ros.cdr import serialize
 
 pytestmark = pytest.mark.ros
 
@@ -182,3 +185,113 @@ def test_unknown_type_fails_before_creating_file(tmp_path, rclpy_context):
         Recorder(node, tmp_path / 'x.mcap', [('relative', 'std_msgs/msg/Empty')])
     assert not (tmp_path / 'x.mcap').exists()
     node.destroy_node()
+
+
+def _spin_until(ex, pred, timeout=20.0, what='condition'):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f'timed out waiting for {what}'
+        ex.spin_once(timeout_sec=0.02)
+
+
+def test_channels_qos_resends_and_losses(tmp_path, rclpy_context):
+    """A topic nobody publishes gets no channel; a channel carries its publishers' QoS (rosbag2's YAML); a stamped
+    message byte-identical to the previous one on its topic (a re-send) is counted, not written, while identical
+    unstamped messages (two equal commands) are both written; a gap in a publisher's sample numbers is counted lost."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import Float64MultiArray
+    from flexarm_bringup.recorder import Recorder, is_stamped, message_definition
+    from flexarm_sim.ros.messages import qos
+
+    assert is_stamped(message_definition('rosgraph_msgs/msg/Clock'), 'rosgraph_msgs/msg/Clock')
+    assert is_stamped(message_definition('visualization_msgs/msg/MarkerArray'), 'visualization_msgs/msg/MarkerArray')
+    assert not is_stamped(message_definition('std_msgs/msg/Float64MultiArray'), 'std_msgs/msg/Float64MultiArray')
+    talker = rclpy.create_node('rec_talker2', context=rclpy_context)
+    rec_node = rclpy.create_node('rec_recorder2', context=rclpy_context)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(talker)
+    p_clock = talker.create_publisher(Clock, '/clock', qos(7))
+    p_cmd = talker.create_publisher(Float64MultiArray, '/cmd', qos(10))
+    path = tmp_path / 'r.mcap'
+    rec = Recorder(rec_node, path, [('/clock', Clock), ('/cmd', Float64MultiArray),
+                                    ('/nobody', 'std_msgs/msg/Float64MultiArray')])
+    _spin_until(ex, lambda: p_clock.get_subscription_count() and p_cmd.get_subscription_count(), what='match')
+    for sec in (1, 1, 1, 2, 2, 3):                  # 1 and 2 sent again: re-sends
+        p_clock.publish(Clock(clock=Time(sec=sec)))
+    for _ in range(2):
+        p_cmd.publish(Float64MultiArray(data=[1.0, 2.0]))
+    _spin_until(ex, lambda: rec.report().get('/clock', {}).get('resends') == 3 and rec.counts.get('/cmd') == 2,
+                what='recorded')
+    # a sample its publisher numbered 10 after 6: four never reached the recorder
+    t = next(t for t in rec._topics if t.name == '/clock')
+    gid = next(iter(t.seq))
+    rec._write(t, bytes(serialize(Clock(clock=Time(sec=9)))), {'publisher_gid': {'data': gid},
+                                                                'publication_sequence_number': 10})
+    rec.close()
+    assert rec.counts == {'/clock': 4, '/cmd': 2}
+    assert rec.report()['/clock'] == {'messages': 4, 'resends': 3, 'lost': 3}
+    assert rec.problems() == ['/clock: 3 message(s) lost (their publisher wrote them; the recorder never got them)']
+    ex.shutdown()
+    rec.release()
+    talker.destroy_node()
+    rec_node.destroy_node()
+    from mcap.reader import make_reader
+    with open(path, 'rb') as f:
+        r = make_reader(f)
+        channels = {c.topic: c for c in r.get_summary().channels.values()}
+        meta = {m.name: m.metadata for m in r.iter_metadata()}
+    assert set(channels) == {'/clock', '/cmd'}                       # no channel for /nobody
+    import yaml
+    offered = yaml.safe_load(channels['/clock'].metadata['offered_qos_profiles'])
+    assert len(offered) == 1 and offered[0]['reliability'] == 'reliable' and offered[0]['durability'] == 'volatile'
+    assert set(offered[0]) == {'history', 'depth', 'reliability', 'durability', 'deadline', 'lifespan', 'liveliness',
+                               'liveliness_lease_duration', 'avoid_ros_namespace_conventions'}
+    assert meta['flexarm_recording']['/clock.lost'] == '3'
+
+
+def test_close_destroys_nothing_an_executor_may_be_waiting_on(tmp_path, rclpy_context, monkeypatch):
+    """The shutdown order (issue 24 item 3): `make demo` printed `InvalidHandle: cannot use Destroyable because
+    destruction was requested` from the runner's spin thread in 2 runs of 4 — the recorder destroyed its
+    subscriptions while the executor spun. Now close() finishes the file and destroys nothing, and the runner's
+    shut-down (runner._shut_down) destroys entities only after every spin thread has stopped: checked here on the
+    runner's own teardown with real nodes, a recorder and spinning executors, by watching every destroy."""
+    import rclpy
+    import rclpy.node
+    from std_msgs.msg import Float64MultiArray
+    from flexarm_bringup import runner as runner_mod
+    from flexarm_bringup.recorder import Recorder
+
+    spins, destroyed_while_spinning, calls = [], [], []
+    real = {name: getattr(rclpy.node.Node, name) for name in ('destroy_subscription', 'destroy_node')}
+
+    def watch(name):
+        def wrapper(self, *a, **kw):
+            calls.append(name)
+            if any(sp.thread.is_alive() for sp in spins):
+                destroyed_while_spinning.append(name)
+            return real[name](self, *a, **kw)
+        return wrapper
+    for name in real:
+        monkeypatch.setattr(rclpy.node.Node, name, watch(name))
+    monkeypatch.setattr(runner_mod.rclpy, 'try_shutdown', lambda: None)     # the fixture owns the context
+    node = rclpy.create_node('rec_runner', context=rclpy_context)
+    talker = rclpy.create_node('rec_talker3', context=rclpy_context)
+    pub = talker.create_publisher(Float64MultiArray, '/t', 10)
+    monkeypatch.setattr(runner_mod, 'default_executor', lambda: lambda: rclpy.executors.SingleThreadedExecutor(
+        context=rclpy_context))
+    rec = Recorder(node, tmp_path / 'x.mcap', [('/t', Float64MultiArray)])
+    node.create_subscription(Float64MultiArray, '/t', lambda m: None, 10)      # one the executor does wait on
+    spins += [runner_mod._Spinner(node), runner_mod._Spinner(talker)]
+    for _ in range(50):
+        pub.publish(Float64MultiArray(data=[1.0]))
+        time.sleep(0.002)
+
+    class _NoProcs:
+        def stop(self):
+            pass
+    runner_mod._shut_down(_NoProcs(), [], None, rec, spins, [node, talker])
+    assert not any(sp.thread.is_alive() for sp in spins)
+    assert destroyed_while_spinning == []
+    assert calls.count('destroy_node') == 2 and 'destroy_subscription' in calls      # the recorder's, at release

@@ -61,6 +61,47 @@ def test_references_are_checked_against_the_arm_and_a_refused_one_keeps_the_prev
     assert np.all(np.isfinite(tau)) and rt.law.n_faults == 0
 
 
+def test_references_are_feasible_from_the_current_state_and_start_time(deluca):
+    """Issue 24: a reference is checked from where the current reference is and from the time it really starts. A
+    first point at time_from_start 0 somewhere else is a step (a 1 rad step saturated both joints and drove the
+    elbow to 39.7 rad/s, limit 10): refused. A stamp in the past up to MAX_LATE_S is re-timed to start now, with a
+    warning (the past-stamped 1 rad in 0.01 s reached 841 mm at the tip: re-timed, it is refused for its speed);
+    later it is refused. Accelerations the drives cannot give (inertia x acceleration > effort limit) are refused.
+    Oversized references are refused before anything is built, their reasons bounded."""
+    from flexarm_control.laws.reference import MAX_LATE_S, MAX_POINTS
+    rt = ControllerRuntime('modal', deluca, _values('modal', lockstep=True))
+    z, zd = np.zeros(deluca.n_coords), np.zeros(deluca.n_coords)
+    rt.hold(z, 10.0)
+    names = deluca.spec.joint_names
+    step = 1.0 / rt.rate * 10.0                   # what the joint covers in a period at its velocity limit
+    for points, stamp, words in (
+            ([(0.0, [1.0, 1.0])], 0.0, ('step of 1 rad', 'time_from_start 0')),
+            ([(0.0, [0.5 * step, 0.0]), (3.0, [0.3, 0.3])], 0.0, None),              # within one period: fine
+            ([(0.01, [1.0, 1.0])], 9.99, ('velocity', 'exceeds its limit')),        # 10 ms late: re-timed, too fast
+            ([(3.0, [0.5, 0.5])], 10.0 - 1.5 * MAX_LATE_S, ('in the past',)),
+            ([(0.3, [0.0, 0.5])], 0.0, ('acceleration', 'effort limit', 'elbow'))):
+        pts = [(t, p, []) for t, p in points]
+        ok, why = rt.on_reference(_traj(names, pts, stamp=stamp), 10.0)
+        if words is None:
+            assert ok, why
+        else:
+            assert not ok and all(w in why for w in words), why
+    ok, why = rt.on_reference(_traj(names, [(2.0, [0.2, 0.2], [])], stamp=9.9), 10.0)
+    assert ok and 're-timed to start now' in why and '100.0 ms' in why
+    assert rt.law.references.active.t0 == 10.0
+    big = SimpleNamespace(joint_names=list(names), points=[None] * (MAX_POINTS + 1),
+                          header=SimpleNamespace(stamp=SimpleNamespace(sec=0, nanosec=0)))
+    ok, why = rt.on_reference(big, 10.0)
+    assert not ok and f'at most {MAX_POINTS}' in why
+    many = SimpleNamespace(joint_names=[f'j{i}' for i in range(10 ** 5)], points=[],
+                           header=SimpleNamespace(stamp=SimpleNamespace(sec=0, nanosec=0)))
+    ok, why = rt.on_reference(many, 10.0)
+    assert not ok and '100000 joint names' in why and len(why) < 200
+    dup = _traj(['shoulder', 'shoulder'], [(1.0, [0.1, 0.1], [0.0, 0.0])])
+    ok, why = rt.on_reference(dup, 10.0)
+    assert not ok and 'at most once' in why
+
+
 @pytest.mark.parametrize('law_kind', ['pd_servo', 'modal', 'computed_torque'])
 def test_no_state_or_reference_makes_a_law_raise(law_kind, deluca):
     """Absurd but finite states (1e308, huge rates) and references at the limits: a finite, bounded torque or zero

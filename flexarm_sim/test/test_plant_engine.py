@@ -1,5 +1,7 @@
 """PlantCore stepping, divergence guard and reset; derived outputs and message building."""
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -206,3 +208,108 @@ def test_an_arm_driven_into_its_hard_stop_stays_within_the_stated_penetration(de
     assert 0.0 < pen[-1] <= X_F * 1.05                                   # resting against the stop, held by 2 N m
     assert core.stop_contact_steps[0] > 0 and core.stop_penetration[0] == pytest.approx(pen[-1])
     assert core.velocity_limit_violations[0] == 0 or v_impact > v_lim
+
+
+class _TimelineSink:
+    """Records what a lock-step plant publishes (thread-safe) and answers every state with a command."""
+
+    def __init__(self, rt, tau):
+        self.rt, self.tau = rt, tau
+        self.lock = threading.Lock()
+        self.events = []
+
+    def _add(self, *e):
+        with self.lock:
+            self.events.append(e)
+
+    def state(self, z, zd, tau, step, t_ns):
+        self._add('state', step, t_ns)
+        self.rt.submit_stamped(step + 1, t_ns, self.tau)
+
+    def joint_state(self, z, zd, tau, t_ns):
+        self._add('joint_state', t_ns)
+
+    def clock(self, t_ns):
+        self._add('clock', t_ns)
+
+    def markers(self, joints, lines, tip, trail, t_ns):
+        self._add('markers', t_ns, len(trail))
+
+    def sensors(self, s):
+        pass
+
+    def diagnostics(self, *a):
+        pass
+
+    def log(self, *a):
+        pass
+
+    def unique(self, kind):
+        with self.lock:
+            return sorted({e[1:] for e in self.events if e[0] == kind})
+
+
+def _wait(pred, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.005)
+
+
+def test_lockstep_timeline_from_step_0_to_pause_at(deluca):
+    """start_paused: nothing is integrated until /flexarm/pause false (the initial state is re-sent meanwhile, with
+    its stamp 0); pause_at: the plant pauses itself at the first control instant at or after it, so the run's
+    timeline ends at the same step every time. Markers of a lock-step plant are computed in its loop, none dropped:
+    one per markers period of plant time, the trail growing by one point per new instant (a re-sent one adds none)."""
+    from flexarm_sim.plant import config
+    from flexarm_sim.plant.runtime import PlantRuntime
+    v = config.resolved(dict(config.TABLE.defaults(), time_mode='lockstep', start_paused=True, pause_at=0.5,
+                             **{'publish_rates.markers': 100.0}), deluca)
+    rt = PlantRuntime(deluca, v)
+    sink = _TimelineSink(rt, np.array([0.01, -0.01]))
+    rt.start(sink)
+    try:
+        _wait(lambda: len(sink.unique('state')) >= 1 and len(sink.events) > 20)     # paused: re-sending step 0
+        assert sink.unique('state') == [(0, 0)] and rt.core.step_index == 0
+        rt.pause(False)
+        _wait(lambda: rt.core.step_index > 100)
+        rt.pause(True)                                                  # paused anywhere on the way (a recorder's
+        time.sleep(0.2)                                                 # pace): nothing new on the timeline
+        rt.pause(False)
+        _wait(lambda: rt.paused and rt.core.step_index == 500)         # pause_at reached
+        time.sleep(0.2)                                                 # re-sends of the last instant only
+        states = sink.unique('state')
+        assert [s for s, _ in states] == list(range(0, 501, 2))         # 500 Hz control, 1 kHz loop: 0 .. 500 ms
+        assert states[-1][1] == 500_000_000
+        marks = sink.unique('markers')
+        assert [t for t, _ in marks] == [10_000_000 * k for k in range(51)]      # 100 Hz of plant time
+        assert [n for _, n in marks] == list(range(1, 52))                        # one trail point per instant
+        assert [t for (t,) in sink.unique('clock')][-1] == 500_000_000
+    finally:
+        rt.stop()
+
+
+def test_reset_refuses_states_beyond_the_arm_and_the_model(deluca):
+    """/flexarm/reset (PlantRuntime.reset): joint rates beyond the velocity limits, a tip deflection beyond the model's
+    validity, and modal rates beyond what a mode reaches at its frequency with the largest valid amplitude are
+    refused, naming the field (a reset to 99,999 rad/s or a modal coordinate of 5000 passed the divergence bounds and
+    the plant 'diverged at step 1' with a 2e8 m tip). States within them are accepted."""
+    from flexarm_sim.plant import config
+    from flexarm_sim.plant.runtime import PlantRuntime
+    rt = PlantRuntime(deluca, config.resolved(dict(config.TABLE.defaults()), deluca))
+    lm = deluca.link_modes[0]
+    length = deluca.spec.joints[0].link.length
+    reach = np.linalg.norm(deluca.data.phi_tip[0, :, 0])
+    amplitude = rt.core.validity_limit * length / reach           # mode 1 of link 1 at the validity limit
+    for args, words in (
+            (([0, 0], [99999.0, 0], [], []), ('velocity[0]', 'shoulder', 'velocity limit')),
+            (([0, 0], [0, -10.5], [], []), ('velocity[1]', 'elbow')),
+            (([0, 0], [], [5000.0, 0, 0, 0], []), ('modal_position', 'shoulder', 'validity')),
+            (([0, 0], [], [1.01 * amplitude, 0, 0, 0], []), ('modal_position',)),
+            (([0, 0], [], [], [1.01 * lm.omega[0] * amplitude, 0, 0, 0]), ('modal_velocity[0]', 'mode 1'))):
+        ok, why = rt.reset(False, *args)
+        assert not ok and all(w in why for w in words), why
+    for args in (([0.3, -0.2], [9.9, -9.9], [], []), ([0, 0], [], [0.99 * amplitude, 0, 0, 0],
+                                                      [0.99 * lm.omega[0] * amplitude, 0, 0, 0])):
+        ok, why = rt.reset(False, *args)
+        assert ok, why

@@ -184,3 +184,81 @@ def test_small_layouts_are_rclpy_serialization(names):
     ref = serialize_message(msg)
     assert eff.matches(ref) and eff.view('step', ref)[0] == 2 ** 33 + 1
     assert np.array_equal(eff.view('effort', ref), vals[:n])
+
+
+def test_serialize_writes_zero_padding_and_reads_back_with_rclpy():
+    """cdr.serialize: the CDR rmw writes (rclpy deserializes it to an equal message; byte for byte equal to rmw's own
+    serialization wherever rmw writes a byte), with the alignment padding zero where rmw leaves what its buffer held
+    (a marker template or a reference published twice could differ: lock-step recordings compare bytes)."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from geometry_msgs.msg import Point
+    from rclpy.serialization import deserialize_message, serialize_message
+    from sensor_msgs.msg import Imu
+    from std_msgs.msg import ColorRGBA
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    from visualization_msgs.msg import Marker, MarkerArray
+    from flexarm_sim.ros.cdr import serialize
+    msgs = [
+        MarkerArray(markers=[Marker(ns='flexarm/links', id=3, points=[Point(x=1.5), Point(y=-2.0)],
+                                    colors=[ColorRGBA(r=0.5, a=1.0)], text='h\u00e9', frame_locked=True),
+                             Marker(ns='x')]),
+        JointTrajectory(joint_names=['a', 'bb', 'ccc'],
+                        points=[JointTrajectoryPoint(positions=[1.0, 2.0, 3.0], velocities=[0.1, 0.2, 0.3])]),
+        DiagnosticArray(status=[DiagnosticStatus(level=b'\x02', name='n', hardware_id='hw',
+                                                 values=[KeyValue(key='k', value='v')])]),
+        Imu(orientation_covariance=[float(i) for i in range(9)]),
+    ]
+    msgs[1].header.frame_id = 'base'
+    msgs[1].header.stamp.sec = 7
+    for m in msgs:
+        a = serialize(m)
+        assert serialize(m) == a and deserialize_message(a, type(m)) == m
+        ref = serialize_message(m)
+        assert len(ref) >= len(a)          # rmw's buffer may carry a tail past the message
+        pad = _padding_offsets(m)
+        assert pad or isinstance(m, Imu)      # strings and bytes before aligned fields: padding
+        assert all(a[i] == ref[i] for i in range(len(a)) if i not in pad), type(m).__name__
+        assert all(a[i] == 0 for i in pad)
+
+
+def _padding_offsets(msg):
+    """Offsets of the alignment padding in cdr.serialize(msg): serialized again with 0xAB padding, the bytes that
+    differ."""
+    from flexarm_sim.ros import cdr
+    zero = cdr.serialize(msg)
+    real = cdr._align
+    try:
+        cdr._align = lambda out, n: out.extend(b'\xab' * ((-(len(out) - 4)) % n))
+        marked = cdr.serialize(msg)
+    finally:
+        cdr._align = real
+    assert len(marked) == len(zero)
+    return {i for i, (x, y) in enumerate(zip(zero, marked)) if x != y}
+
+
+def test_oversized_inputs_are_refused_unread_and_reasons_bounded():
+    """Twenty 10^6-element commands made the plant's loop thread deserialize 8 MB each (317 skipped periods): a
+    command longer than its joints need is refused by the command rule without being read, naming its count. A
+    joint state naming a joint twice, or 10^5 joints, is refused (the last duplicate won before). A diagnostics
+    message holds at most MAX_REASON characters of a reason (a 10^6-name reference gave a 10.9 MB one)."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from flexarm_sim.common.commands import MAX_REASON, check_command
+    from flexarm_sim.ros.cdr import serialize
+    from flexarm_sim.ros.messages import CommandReader, diagnostics
+    from flexarm_sim.ros.sensors import decode_joint_state
+    reader = CommandReader(2)
+    data = serialize(Float64MultiArray(data=[0.5] * 10 ** 6))
+    values = reader.values(data)
+    assert values.shape == (10 ** 6,) and values.strides == (0,)          # a view of nothing: not read
+    assert check_command(values, -np.ones(2), np.ones(2))[1] == 'expected 2 values, got 1000000'
+    assert reader.values(serialize(Float64MultiArray(data=[0.5, -0.5]))).tolist() == [0.5, -0.5]
+    assert reader.values(serialize(Float64MultiArray(data=[0.5] * 3))).tolist() == [0.5] * 3    # small: read
+    step, stamp, eff = reader.stamped_command(data)
+    assert check_command(eff, -np.ones(2), np.ones(2))[0] is None
+    for names, words in ((['shoulder', 'shoulder'], 'given twice'), ([f'j{i}' for i in range(10 ** 5)], '100000')):
+        with pytest.raises(ValueError, match=words):
+            decode_joint_state(JointState(name=names, position=[0.0] * len(names)), ['shoulder', 'elbow'])
+    st = diagnostics('n', 'h', 'warn', 'x' * 10 ** 6, {'last_reject_reason': 'y' * 10 ** 6}, 0).status[0]
+    assert len(st.message) <= MAX_REASON + 40 and len(st.values[0].value) <= 4 * MAX_REASON + 40
+    assert st.message.endswith('(1000000 characters)')

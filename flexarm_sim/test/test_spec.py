@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 
 from flexarm_sim.model.spec import (
@@ -202,13 +203,74 @@ def test_rigid_limit_removes_modes():
 
 def test_yaml_scientific_and_duplicate_keys(tmp_path):
     p = tmp_path / "a.yaml"
-    p.write_text("name: a\njoints:\n  - name: j\n    link: {length: 1, linear_density: 2e-1, "
-                 "EI_z: 1e0, modes: {in_plane: 1}}\n")
+    p.write_text("name: a\njoints:\n  - name: j\n    limits: {velocity: 1, effort: 1}\n"
+                 "    link: {length: 1, linear_density: 2e-1, EI_z: 1e0, modes: {in_plane: 1}}\n")
     s = load_arm(p)
     assert s.joints[0].link.linear_density == 0.2
     p.write_text("name: a\nname: b\njoints: []\n")
     with pytest.raises(ArmSpecError, match="duplicate key"):
         load_arm(p)
+
+
+_ONE_JOINT = ("name: a\njoints:\n  - name: j\n    limits: {{velocity: {v}, effort: 1}}\n"
+              "    link: {{length: 1, linear_density: 0.2, EI_z: 1, modes: {{in_plane: 1}}}}\n")
+
+
+def test_arm_files_need_velocity_and_effort_limits(tmp_path):
+    """Deleting `limits` once gave infinite limits silently (the plant then blamed its effort_limits[0]): an arm
+    file must give each joint's velocity and effort limits, the message naming the field; a joint without
+    position limits turns without end. (A dict built in code may leave them out: unlimited, for the model alone.)"""
+    p = tmp_path / "a.yaml"
+    p.write_text("name: a\njoints:\n  - name: j\n    link: {length: 1, linear_density: 0.2, EI_z: 1}\n")
+    with pytest.raises(ArmSpecError, match=r"joints\[0\]\.limits: required"):
+        load_arm(p)
+    p.write_text("name: a\njoints:\n  - name: j\n    limits: {velocity: 2}\n"
+                 "    link: {length: 1, linear_density: 0.2, EI_z: 1}\n")
+    with pytest.raises(ArmSpecError, match=r"joints\[0\]\.limits\.effort: required"):
+        load_arm(p)
+    p.write_text(_ONE_JOINT.format(v=2))
+    assert load_arm(p).joints[0].position_limits == (-math.inf, math.inf)
+
+
+@pytest.mark.parametrize("text,words", [("1:30", "sexagesimal"), ("017", "YAML 1.2"), ("1_0", "YAML 1.2"),
+                                        ("yes", "must be a number"), ("2001-12-14", "must be a number")])
+def test_yaml_1_1_quirks_are_refused_not_reread(tmp_path, text, words):
+    """Arm files are YAML 1.2 (core schema): `velocity: 1:30` was read as 90 rad/s (YAML 1.1 sexagesimal), `017`
+    as 15; now they are text, refused where a number is expected, saying why."""
+    p = tmp_path / "a.yaml"
+    p.write_text(_ONE_JOINT.format(v=text))
+    with pytest.raises(ArmSpecError, match=r"joints\[0\]\.limits\.velocity") as e:
+        load_arm(p)
+    assert words in str(e.value)
+    p.write_text(_ONE_JOINT.format(v="2.5e0") + "planar: yes\n")
+    with pytest.raises(ArmSpecError, match="planar"):
+        load_arm(p)
+
+
+def test_oversized_files_and_mode_counts_are_refused_before_the_work(tmp_path, monkeypatch):
+    """A 50 MB arm file took 199 s to load, 10^5 joints 77 s (1.1 GB); 8+8+8 modes on spatial_3r 35 s. The file size
+    is checked before reading it, the joint count before any joint, the modes before any mode is solved (their
+    budget keeps every accepted arm's load under 5 s: bench/bench_arm_load.py)."""
+    from pathlib import Path
+    from flexarm_sim.model import spec as spec_mod
+    p = tmp_path / "big.yaml"
+    p.write_text(_ONE_JOINT.format(v=2) + "#" * spec_mod.MAX_FILE_BYTES)
+    monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("read before its size was checked"))
+    with pytest.raises(ArmSpecError, match="at most 256 KiB"):
+        load_arm(p)
+    monkeypatch.undo()
+    d = yaml.safe_load(_ONE_JOINT.format(v=2))
+    with pytest.raises(ArmSpecError, match="joints: must contain"):
+        arm_from_dict(dict(d, joints=d["joints"] * 100000))
+    link = {"length": 1.0, "linear_density": 0.2, "EI_z": 1.0, "EI_y": 1.0, "GJ": 1.0, "polar_density": 1e-3}
+    joint = {"name": "j0", "limits": {"velocity": 1, "effort": 1}, "twist": 1.0,
+             "link": dict(link, modes={"in_plane": 8, "out_of_plane": 8, "torsion": 8})}
+    with pytest.raises(ArmSpecError, match=r"joints\[0\]\.link\.modes: 24 modes in all"):
+        arm_from_dict({"name": "a", "joints": [joint]})
+    joints = [dict(joint, name=f"j{i}", link=dict(link, modes={"in_plane": 8, "out_of_plane": 8})) for i in range(5)]
+    with pytest.raises(ArmSpecError, match=r"too many modes to load in time"):
+        arm_from_dict({"name": "a", "joints": joints})
+    arm_from_dict({"name": "a", "joints": joints[:4]})          # 4 x 16^4 = 262144: within the budget
 
 
 # ---------------------------------------------------------------- rejections

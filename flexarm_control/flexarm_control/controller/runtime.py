@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from flexarm_sim.common.commands import clip
 from flexarm_sim.common.params import DERIVED, ConfigError
 
 from ..laws import PointToPoint, make_shaper, model_modes
@@ -66,7 +67,7 @@ class ControllerRuntime:
         age = values['safe_mode.max_state_age']
         self.max_state_age = self.input_delay + 2.0 / self.rate if age is DERIVED else age
         self.law.references = BlendedReferences.adopt(self.law.references)   # + the offset of a return
-        self.limits = ReferenceLimits(model)
+        self.limits = ReferenceLimits(model, 1.0 / self.rate)
         self.designer = (GainDesigner(self.law, self.log) if (hasattr(self.law, 'design_cell') and not self.lockstep)
                          else None)
         if self.designer is not None:
@@ -209,29 +210,47 @@ class ControllerRuntime:
 
     # ------------------------------------------------------------------ references
     def on_reference(self, msg, t_now):
-        """A trajectory_msgs/JointTrajectory: (accepted, reason). A refused one leaves the current reference."""
+        """A trajectory_msgs/JointTrajectory: (accepted, reason or a warning). A refused one leaves the current
+        reference. The node runs the two halves itself: prepare_reference outside its lock (a large reference takes
+        a while to check), install_reference inside."""
+        ref, why = self.prepare_reference(msg, t_now, self.reference_start(t_now))
+        return self.install_reference(ref, t_now, why)
+
+    def reference_start(self, t_now):
+        """The current reference state (q, qd, qdd) at t_now; None before the first state."""
         refs = self.law.references
+        return None if refs.active is None else refs.sample(t_now)
+
+    def prepare_reference(self, msg, t_now, start):
+        """(the reference of msg, '') or (None, why refused): built from `start` (reference_start) and checked
+        against the arm (ReferenceLimits); touches no state of the runtime."""
+        if start is None:
+            return None, 'reference before the first state'
         try:
-            if refs.active is None:
-                return self._refuse('reference before the first state')
-            ref = refs.from_msg(msg, list(self.model.spec.joint_names), t_now)
+            ref = self.law.references.from_msg(msg, list(self.model.spec.joint_names), t_now, start)
         except (ValueError, TypeError, OverflowError) as e:
-            return self._refuse(str(e))
-        why = self.limits.violation(ref, t_now)
-        if why:
+            return None, clip(str(e))
+        why = self.limits.violation(ref, t_now, start)
+        return (None, why) if why else (ref, '')
+
+    def install_reference(self, ref, t_now, why=''):
+        """Make a prepared reference the active one (or count the refusal): (accepted, reason or a warning)."""
+        if ref is None:
             return self._refuse(why)
+        late = getattr(ref, 'retimed_s', 0.0)
+        note = f'its stamp was {1e3 * late:.1f} ms in the past: re-timed to start now' if late > 0 else ''
         if self.planner is not None:        # the move is planned (at once in lock-step, else in the planner thread)
             ok, why = self.planner.submit(ref, t_now)
             if not ok:
                 return self._refuse(why)
             if self.lockstep:
                 self.references_accepted += 1
-            return True, ''
-        refs.set(ref, t_now)
+            return True, note
+        self.law.references.set(ref, t_now)
         self._apply_shaping(ref.sample(ref.end_time)[0])
         self._design_ahead(ref)
         self.references_accepted += 1
-        return True, ''
+        return True, note
 
     def hold(self, z, t):
         """Hold the measured joint angles (before any reference)."""

@@ -19,7 +19,7 @@ INPUTS = ('command', 'measured_effort')
 TABLE = ParamTable('state_estimator', {
     'arm': Param('deluca_two_link', string(),
                  'arm description (a YAML path or the name of a shipped arm); must be the plant\'s or the hardware\'s'),
-    'rate': Param(500.0, float_range(lo=0.0, lo_open=True, hi=10000.0),
+    'rate': Param(500.0, float_range(lo=1.0, hi=10000.0),
                   'Hz, the filter\'s period 1/rate: the rate of /joint_states (each reading is one period; '
                   'sim.launch.py sets the plant\'s publish_rates.joint_states to it) and the control rate'),
     'lockstep': Param(False, boolean(),
@@ -62,7 +62,7 @@ TABLE = ParamTable('state_estimator', {
     'sensors.accelerometer.bandwidth': Param(DEFAULTS['accelerometer.bandwidth'], float_range(lo=0.0, hi=1e5),
                                              'Hz, its first-order low-pass (inverted from consecutive readings '
                                              'before they are fused)'),
-    'sensors.accelerometer.rate': Param(DEFAULTS['accelerometer.rate'], float_range(lo=0.0, lo_open=True, hi=1e5),
+    'sensors.accelerometer.rate': Param(DEFAULTS['accelerometer.rate'], float_range(lo=1.0, hi=1e5),
                                         'Hz, its sample rate'),
     'sensors.accelerometer.range': Param(DEFAULTS['accelerometer.range'], float_range(lo=0.0, lo_open=True, hi=1e4),
                                          'm/s^2: readings at or beyond +-range (saturated) are rejected and counted'),

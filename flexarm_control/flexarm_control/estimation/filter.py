@@ -67,8 +67,9 @@ def joseph_update(P, H, R, nu):
     return K @ nu, 0.5 * (Pn + Pn.T), sig
 
 
-def warm_kernels():
-    """Compile (first start after an install) or load the filter's kernels once, before the first reading."""
+def warm_kernels(model=None):
+    """Compile (first start after an install) or load the filter's kernels once, before the first reading
+    (registered in flexarm_sim.precompile.KERNEL_GROUPS: every node's start and `precompile` run it)."""
     P, H, R, nu = np.eye(2), np.eye(2), np.eye(2), np.zeros(2)
     propagate(P, P, P)
     joseph_update(P, H, R, nu)

@@ -224,13 +224,28 @@ class TrajectoryReference(Reference):
         return _hermite3(self.P[k], self.V[k], self.P[k + 1], self.V[k + 1], h, s - tm[k])
 
 
+MAX_POINTS = 10000            # points of one trajectory (100 Hz for 100 s); beyond, refused before any work
+
+
+def _names_text(names, k=6):
+    """The first k names of a list (an input's size never sets a message's)."""
+    shown = ', '.join(repr(str(x)[:40]) for x in list(names)[:k])
+    return f'[{shown}{", ..." if len(names) > k else ""}] ({len(names)} names)'
+
+
 def trajectory_from_msg(msg, joint_names, t0, start):
     """TrajectoryReference from a trajectory_msgs/JointTrajectory (joints reordered to joint_names).
 
-    Joints not named in the message keep their start position. Raises ValueError on malformed messages."""
+    Joints not named in the message keep their start position. Raises ValueError on malformed messages (more joint
+    names than the arm's or MAX_POINTS points are refused before anything is built)."""
+    if len(msg.joint_names) > len(joint_names):
+        raise ValueError(f'{len(msg.joint_names)} joint names for an arm of {len(joint_names)} joints')
+    if len(msg.points) > MAX_POINTS:
+        raise ValueError(f'{len(msg.points)} points: at most {MAX_POINTS} per trajectory')
     names = list(msg.joint_names) if len(msg.joint_names) else list(joint_names)
     if len(set(names)) != len(names) or any(nm not in joint_names for nm in names):
-        raise ValueError(f'trajectory joints {names} not a subset of {list(joint_names)}')
+        raise ValueError(f'trajectory joints {_names_text(names)} not a subset of {list(joint_names)} '
+                         '(each at most once)')
     if not msg.points:
         raise ValueError('trajectory has no points')
     cols = [joint_names.index(nm) for nm in names]
@@ -256,6 +271,9 @@ def trajectory_from_msg(msg, joint_names, t0, start):
             have_a = False
     return TrajectoryReference(times, P, V if have_v else None, A if (have_a and have_v) else None, t0=t0,
                                start=start)
+
+
+MAX_LATE_S = 1.0             # s: a trajectory stamped this much before it arrives is re-timed to start now; later: refused
 
 
 class ReferenceManager(Reference):
@@ -308,14 +326,27 @@ class ReferenceManager(Reference):
         self.set(TrajectoryReference(times, positions, velocities, accelerations, t0=t_now, start=start), t_now)
         return self.active
 
-    def from_msg(self, msg, joint_names, t_now):
+    def from_msg(self, msg, joint_names, t_now, start=None):
         """The reference of a trajectory_msgs/JointTrajectory, starting from the current reference state (not
         installed: check it, then `set` it). As in ROS's JointTrajectory convention, a nonzero header.stamp (in the
         controller's time base, the plant time) is the trajectory's start time; zero means now. Before its start
-        the reference holds the first point."""
+        the reference holds the first point.
+
+        A stamp in the past would start the trajectory partway, a jump from the current reference: up to
+        MAX_LATE_S late (the transport's delay of a trajectory stamped "now") it is re-timed to start now, with the
+        lateness in `retimed_s` for a warning; later it is refused. `start` = the current reference state (q, qd,
+        qdd) at t_now, when the caller sampled it already (outside its lock)."""
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        t0 = stamp if stamp > 0.0 else t_now
-        return trajectory_from_msg(msg, joint_names, t0, self.sample(t_now))
+        if not math.isfinite(stamp) or stamp < 0.0:
+            raise ValueError(f'header.stamp {stamp!r} is not a time')
+        late = t_now - stamp if stamp > 0.0 else 0.0
+        if late > MAX_LATE_S:
+            raise ValueError(f'header.stamp is {late:.3f} s in the past (more than {MAX_LATE_S:g} s): it would start '
+                             'partway through, a jump from the current reference; stamp it 0 (now) or ahead')
+        t0 = stamp if stamp > 0.0 and late <= 0.0 else t_now
+        ref = trajectory_from_msg(msg, joint_names, t0, self.sample(t_now) if start is None else start)
+        ref.retimed_s = max(late, 0.0)
+        return ref
 
 
 
@@ -341,29 +372,48 @@ class BangBang:
 
 
 class ReferenceLimits:
-    """What a reference may ask of the arm: joint positions within the position limits and rates within the velocity
-    limits, checked on the interpolated reference (the points and REFERENCE_SAMPLES instants between its start and
-    end, since interpolation can overshoot the points), a start at most MAX_START_DELAY s ahead. A reference that
-    violates them is refused whole (the previous one stays in force): clipping a trajectory would change its
-    timing and shape behind the planner's back."""
+    """What a reference may ask of the arm, from the current reference state and the time it actually starts:
+
+    * continuity: at its start the reference is where the current one is, within what the joint covers in one
+      control period at its velocity limit (a trajectory whose first point has time_from_start 0 somewhere else
+      is a step: a 1 rad step once saturated both joints and drove the elbow to 39.7 rad/s, limit 10);
+    * joint positions within the position limits and rates within the velocity limits, on the interpolated
+      reference (its points and SAMPLES instants between its start and end: interpolation can overshoot);
+    * accelerations the drives can give: |qdd_j| M_jj(q) <= the effort limit (the inertial torque alone, with the
+      links straight at the reference's configuration: a necessary condition);
+    * a start at most MAX_START_DELAY s ahead.
+
+    A reference that violates them is refused whole (the previous one stays in force): clipping a trajectory would
+    change its timing and shape behind the planner's back."""
 
     SAMPLES = 400
     MAX_START_DELAY = 3600.0
     TOLERANCE = 1e-9
 
-    def __init__(self, model):
+    def __init__(self, model, period=None):
         js = model.spec.joints
+        self.model = model
         self.names = list(model.spec.joint_names)
         self.lo = np.array([j.position_limits[0] for j in js], dtype=float)
         self.hi = np.array([j.position_limits[1] for j in js], dtype=float)
         self.vmax = np.array([j.velocity_limit for j in js], dtype=float)
+        self.effort = np.array([j.effort_limit for j in js], dtype=float)
+        self.step = self.vmax * (period if period is not None else 0.0) + 1e-6     # rad: the largest jump at start
 
     @classmethod
-    def of(cls, model):
-        return cls(model)
+    def of(cls, model, period=None):
+        return cls(model, period)
 
-    def violation(self, ref, t_now) -> str:
-        """'' if the reference is within the limits from t_now on, else the first violation, naming the joint."""
+    def _inertia(self, q):
+        """Diagonal of the mass matrix at joint angles q, links straight (kg m^2 per joint)."""
+        z = np.zeros(self.model.n_coords)
+        z[self.model.q_index] = q
+        M = self.model.mass_matrix(z)
+        return np.diag(M)[self.model.q_index]
+
+    def violation(self, ref, t_now, current=None) -> str:
+        """'' if the reference is within the limits from t_now on, else the first violation, naming the joint.
+        `current`: the current reference state (q, qd, qdd) at t_now, for the continuity check."""
         t0 = getattr(ref, 't0', t_now)
         t1 = getattr(ref, 'end_time', t0)
         if not (math.isfinite(t0) and math.isfinite(t1)):
@@ -377,23 +427,48 @@ class ReferenceLimits:
                 j = int(bad[0])
                 return (f'joint {self.names[j]}: position {q[j]:.6g} rad of point {k} is outside its limits '
                         f'[{self.lo[j]:g}, {self.hi[j]:g}]')
-        times = np.linspace(max(t0, t_now), max(t1, t_now), self.SAMPLES)
+        t_start = max(t0, t_now)
+        if current is not None:
+            with np.errstate(all='ignore'):
+                q_start = np.asarray(ref.sample(t_start)[0], float)
+            jump = np.abs(q_start - np.asarray(current[0], float))
+            bad = np.nonzero(~(jump <= self.step))[0]
+            if bad.size:
+                j = int(bad[0])
+                return (f'joint {self.names[j]}: a step of {jump[j]:.6g} rad at its start (its first point, at '
+                        f'time_from_start 0, is not where the current reference is; at most {self.step[j]:.3g} rad): '
+                        'give the first point time to get there')
+        times = np.linspace(t_start, max(t1, t_now), self.SAMPLES)
         if hasattr(ref, 'times'):
-            times = np.union1d(times, ref.t0 + ref.times)
+            times = np.union1d(times, ref.t0 + ref.times[ref.t0 + ref.times >= t_start])
+        Q, QD, QDD = [], [], []
         for t in times:
             with np.errstate(all='ignore'):
-                q, qd, _ = ref.sample(t)
-            q, qd = np.asarray(q, float), np.asarray(qd, float)
-            if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
-                return f'not finite at t = {t:.3f} s'
-            bad = np.nonzero((q < self.lo - tol) | (q > self.hi + tol))[0]
+                q, qd, qdd = ref.sample(t)
+            Q.append(q)
+            QD.append(qd)
+            QDD.append(qdd)
+        Q, QD, QDD = (np.asarray(x, float) for x in (Q, QD, QDD))
+        for name, X in (('position', Q), ('velocity', QD), ('acceleration', QDD)):
+            if not np.all(np.isfinite(X)):
+                k = int(np.nonzero(~np.all(np.isfinite(X), axis=1))[0][0])
+                return f'{name} not finite at t = {times[k]:.3f} s'
+        for what, X, lo, hi, unit in (('position', Q, self.lo - tol, self.hi + tol, 'rad'),
+                                      ('velocity', QD, -self.vmax - tol, self.vmax + tol, 'rad/s')):
+            bad = np.argwhere((X < lo) | (X > hi))
             if bad.size:
-                j = int(bad[0])
-                return (f'joint {self.names[j]}: position {q[j]:.6g} rad at t = {t:.3f} s is outside its limits '
-                        f'[{self.lo[j]:g}, {self.hi[j]:g}]')
-            bad = np.nonzero(np.abs(qd) > self.vmax + tol)[0]
-            if bad.size:
-                j = int(bad[0])
-                return (f'joint {self.names[j]}: velocity {qd[j]:.6g} rad/s at t = {t:.3f} s exceeds its limit '
-                        f'{self.vmax[j]:g}')
+                k, j = (int(x) for x in bad[0])
+                limit = (f'outside its limits [{self.lo[j]:g}, {self.hi[j]:g}]' if what == 'position'
+                         else f'exceeds its limit {self.vmax[j]:g}')
+                return f'joint {self.names[j]}: {what} {X[k, j]:.6g} {unit} at t = {times[k]:.3f} s {limit}'
+        need = np.abs(QDD)
+        if np.any(need > tol):
+            worst = np.argsort(-need.max(axis=1))[:50]          # the hardest instants: the inertia where they are
+            for k in worst:
+                torque = need[k] * self._inertia(Q[k])
+                bad = np.nonzero(torque > self.effort * (1 + 1e-9))[0]
+                if bad.size:
+                    j = int(bad[0])
+                    return (f'joint {self.names[j]}: acceleration {QDD[k, j]:.6g} rad/s^2 at t = {times[k]:.3f} s '
+                            f'needs {torque[j]:.4g} N m, beyond its effort limit {self.effort[j]:g} N m')
         return ''

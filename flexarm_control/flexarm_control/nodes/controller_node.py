@@ -12,9 +12,10 @@ pd_servo with command_interface:=position publishes the set-points on /position_
 
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
 QoS: /flexarm/state depth 1 in real time (a stalled process answers the newest state, not a backlog), 100 in
-lock-step (every state must be answered); the rest reliable, depth 10. The states are served by a thread of their
-own outside the executor (flexarm_sim/ros/hotpath.py, on the node `<name>_io`); references, parameters, timers
-and diagnostics by the executor; a lock keeps the runtime consistent between them.
+lock-step (every state must be answered); the rest reliable, depth 10 (the commands 30000 in lock-step, which runs
+as fast as the loop answers: a recorder may lag behind without losing one). The states are served by a thread of their
+own outside the executor (flexarm_sim/ros/hotpath.py: on this node, in a group no executor runs); references,
+parameters, timers and diagnostics by the executor; a lock keeps the runtime consistent between them.
 """
 from __future__ import annotations
 
@@ -25,23 +26,45 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, load_arm_model
+from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import graph, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
-from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos
+from flexarm_sim.ros.messages import MAX_REFERENCE_BYTES, CommandWriter, diagnostics, qos, trajectory_counts
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from ..controller.config import TABLES
 from ..controller.kinds import KINDS
 from ..controller.runtime import ControllerRuntime
+from ..laws.reference import MAX_POINTS
+
+LOCKSTEP_HISTORY = 30000     # commands kept for a lagging reader in lock-step (60 s at 500 Hz; memory only if used)
+
+
+def reference_size_problem(data, n_joints) -> str:
+    """Why a serialized reference is refused unread ('' if it may be read): more bytes than MAX_REFERENCE_BYTES,
+    more joint names than the arm's joints, more points than laws.reference.MAX_POINTS."""
+    if len(data) > MAX_REFERENCE_BYTES:
+        return f'{len(data)} bytes (at most {MAX_REFERENCE_BYTES})'
+    try:
+        names, points = trajectory_counts(data)
+    except ValueError as e:
+        return str(e)
+    if names > n_joints:
+        return f'{names} joint names for an arm of {n_joints} joints'
+    if points > MAX_POINTS:
+        return f'{points} points: at most {MAX_POINTS} per trajectory'
+    return ''
+
 
 class ControllerNode(Node):
     def __init__(self, kind, **kw):
@@ -66,8 +89,10 @@ class ControllerNode(Node):
         self._blind_warned = False              # warned once: joints-only states under a modal law
         self.decoder = FlexStateDecoder(self.layout, note=lambda text: self.get_logger().warning(text))
         self.writer = CommandWriter(model.n_joints)
-        self.pub = self.create_publisher(Float64MultiArray, names.EFFORT_COMMANDS, qos(10))
-        self.pub_stamped = self.create_publisher(JointEffortCommand, names.STAMPED_COMMAND, qos(10)) \
+        # lock-step runs as fast as the loop answers: a deeper history lets a recorder lag behind without losing one
+        out = qos(LOCKSTEP_HISTORY if self.lockstep else 10)
+        self.pub = self.create_publisher(Float64MultiArray, names.EFFORT_COMMANDS, out)
+        self.pub_stamped = self.create_publisher(JointEffortCommand, names.STAMPED_COMMAND, out) \
             if self.lockstep else None
         self.pub_position = self.create_publisher(Float64MultiArray, names.POSITION_COMMANDS, qos(10)) \
             if getattr(rt.law, 'servo_in_plant', False) else None
@@ -78,7 +103,7 @@ class ControllerNode(Node):
         self.hot = HotSubscription(self, FlexState, self.params['state_topic'], qos(100 if self.lockstep else 1))
         self.hot_loop = HotLoop(self.hot, self._on_state, f'{kind}-states',
                                 on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
-        self.create_subscription(JointTrajectory, names.REFERENCE, self._on_reference, qos(10))
+        self.create_subscription(JointTrajectory, names.REFERENCE, self._on_reference, qos(10), raw=True)
         # a second publisher beside this controller (commands) or beside the plant (states) is reported
         self.sources = graph.monitor(self, [names.EFFORT_COMMANDS] + ([names.STAMPED_COMMAND] if self.lockstep else [])
                                      + ([names.POSITION_COMMANDS] if self.pub_position is not None else []))
@@ -177,14 +202,32 @@ class ControllerNode(Node):
             if tau is not None:                # None: not acted on (safe mode: implausible or too old)
                 self._publish(tau)
 
-    def _on_reference(self, msg):
-        if self._t_last_state is None:
+    def _on_reference(self, data):
+        """A reference (raw): its size checked before it is read, then built and checked outside the lock the
+        state thread needs (a 10^5-point reference once held it for 29 s: control stopped, the plant's watchdog
+        fired), installed under it."""
+        msg, why = None, reference_size_problem(data, self.model.n_joints)
+        if not why:
+            try:
+                msg = deserialize_message(bytes(data), JointTrajectory)
+            except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no JointTrajectory
+                why = f'not a trajectory_msgs/JointTrajectory ({type(e).__name__})'
+        if msg is not None and self._t_last_state is None:
             self.get_logger().warning('reference before the first state: ignored')
             return
+        t_now = self._t_last_state
+        if msg is not None:
+            with self._lock:
+                start = self.rt.reference_start(t_now)
+            ref, why = self.rt.prepare_reference(msg, t_now, start)
+        else:
+            ref = None
         with self._lock:
-            ok, reason = self.rt.on_reference(msg, self._t_last_state)
+            ok, reason = self.rt.install_reference(ref, t_now, why)
         if not ok:
-            self.get_logger().warning(f'rejected reference: {reason} (previous reference kept)')
+            self.get_logger().warning(f'rejected reference: {clip(reason)} (previous reference kept)')
+        elif reason:
+            self.get_logger().warning(f'reference: {reason}')
         self._publish_diagnostics()           # at once: who sent it learns the outcome (sim time may stand still)
 
     def _publish(self, tau):

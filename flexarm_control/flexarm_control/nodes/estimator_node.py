@@ -31,7 +31,8 @@ Parameters: estimation/config.py (generated into config/estimator.yaml).
 QoS (reliable): readings depth READINGS_DEPTH in real time (a process descheduled for tens of ms then fuses every
 reading at its own stamp, each period predicted with its own measured torque — the backlog costs ~0.1 ms a reading;
 estimating from the newest reading only predicted the whole gap with one torque and reset the filter under load,
-issue 28), 100 in lock-step; commands depth 10; /flexarm/state_estimate depth 10 (lock-step 100).
+issue 28), 100 in lock-step; commands depth 10; /flexarm/state_estimate depth 10
+(lock-step 30000: a recorder may lag behind without losing one).
 """
 from __future__ import annotations
 
@@ -40,26 +41,28 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
 from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
 from flexarm_sim.arms import arm_id, load_arm_model
+from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs
-from flexarm_sim.precompile import compile_lock, ensure_kernels
+from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import names
 from flexarm_sim.ros.flexstate import FlexStateEncoder, check_arm
 from flexarm_sim.ros.messages import diagnostics, qos
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
-from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns
+from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns, too_long
 
 from ..estimation.config import TABLE
-from ..estimation.filter import warm_kernels
 from ..estimation.runtime import EstimatorRuntime
 
 TIMER_HZ = 20.0
+FUTURE_TOLERANCE_S = 0.5      # s a reading's stamp may lead this node's clock (transport, clocks of two machines)
 FRAME_ID = 'base_link'
 READINGS_DEPTH = 50          # real time: readings queued per topic (100 ms at 500 Hz)
 
@@ -73,9 +76,7 @@ class EstimatorNode(Node):
         self.params.resolve({'sensors.strain.gauges': []})
         self.model = model
         self.layout = ArmLayout.of(model, arm_id(path, model.spec.name))
-        ensure_kernels(model, log=self.get_logger().info)
-        with compile_lock(self.get_logger().info):           # the filter's own kernels (estimation/filter.py)
-            warm_kernels()
+        ensure_kernels(model, log=self.get_logger().info)      # the filter's kernels too (precompile.KERNEL_GROUPS)
         self.rt = rt = EstimatorRuntime(model, self.params.values, log=self.log)
         self.names = list(model.spec.joint_names)
         self.lockstep = self.params['lockstep']
@@ -87,7 +88,7 @@ class EstimatorNode(Node):
         # every one is validated in order (depth 10 in real time), so a rejected command never hides the valid one
         # sent just before it
         readings = qos(100 if self.lockstep else READINGS_DEPTH)
-        self.pub = self.create_publisher(FlexState, names.STATE_ESTIMATE, qos(100 if self.lockstep else 10))
+        self.pub = self.create_publisher(FlexState, names.STATE_ESTIMATE, qos(30000 if self.lockstep else 10))
         self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
         # lock-step bookkeeping: instants to answer, the newest reading stamps, commands by step
         self._instants = collections.deque()
@@ -98,14 +99,16 @@ class EstimatorNode(Node):
         self._wait_since = None
         # readings before the tick: their subscriptions first (module docstring)
         if rt.sensor_set.gauges:
-            self.create_subscription(StrainGauges, names.STRAIN, self._on_strain, readings)
+            self.create_subscription(StrainGauges, names.STRAIN, self._raw(StrainGauges, 'strain', 'strain',
+                                                                           self._on_strain), readings, raw=True)
         if rt.sensor_set.accelerometer:
             self.create_subscription(Imu, names.TIP_IMU, self._on_imu, readings)
         if self.lockstep:
             self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped_command, qos(100))
         else:
             self.create_subscription(Float64MultiArray, names.EFFORT_COMMANDS, self._on_command, qos(10))
-        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, readings)
+        self.create_subscription(JointState, names.JOINT_STATES, self._raw(JointState, 'encoders', 'joint state',
+                                                                          self._on_joints), readings, raw=True)
         if self.lockstep:
             self.create_subscription(FlexState, names.STATE, self._on_instant, readings)
         self._t_last_js = time.monotonic()
@@ -127,12 +130,42 @@ class EstimatorNode(Node):
         now = time.monotonic()
         if now - self.warn_last.get(what, -1e9) > 2.0:
             self.warn_last[what] = now
-            self.get_logger().warning(f'rejected {what}: {reason}')
+            self.get_logger().warning(f'rejected {what}: {clip(reason)}')
 
     # ------------------------------------------------------------------ readings
+    def _raw(self, msg_type, track, what, handler):
+        """A callback for a raw subscription: a message beyond sensors.MAX_READING_BYTES is refused unread (a huge
+        one would hold this node's only thread while rclpy reads it), others are read and handed on."""
+        def callback(data):
+            why = too_long(data)
+            if not why:
+                try:
+                    msg = deserialize_message(bytes(data), msg_type)
+                except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
+                    why = f'unreadable ({type(e).__name__})'
+            if why:
+                self.rt.tracks[track].reject(f'{track}: {why}')
+                self._rejected(what, why)
+                return
+            handler(msg)
+        return callback
+
+    def _future(self, t_ns) -> str:
+        """Why a reading stamped t_ns is refused as from the future ('' if it is not): more than FUTURE_TOLERANCE_S
+        ahead of this node's clock (the ROS clock: sim time in simtime/lockstep). One such reading made the missing-
+        encoder watch wait for its stamp: encoders silent for 5 s were never flagged."""
+        now = self.get_clock().now().nanoseconds
+        ahead = 1e-9 * (t_ns - now)
+        if now > 0 and ahead > FUTURE_TOLERANCE_S:
+            return f'stamped {ahead:.3f} s ahead of this node\'s clock (at most {FUTURE_TOLERANCE_S:g} s)'
+        return ''
+
     def _on_joints(self, msg):
         try:
             q, qd, eff, t_ns = decode_joint_state(msg, self.names)
+            why = self._future(t_ns)
+            if why:
+                raise ValueError(why)
         except ValueError as e:
             tr = self.rt.tracks['encoders']
             tr.reject(f'encoders: {e}')
@@ -161,6 +194,9 @@ class EstimatorNode(Node):
         complete a control instant."""
         try:
             value, t_ns = decode()
+            why = self._future(t_ns)
+            if why:
+                raise ValueError(why)
         except ValueError as e:
             self.rt.tracks[track].reject(f'{track}: {e}')
             self._rejected(track, str(e))

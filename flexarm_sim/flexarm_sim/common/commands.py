@@ -12,6 +12,18 @@ import threading
 import numpy as np
 
 
+MAX_REASON = 300          # characters of a reason kept in /diagnostics and logs (an input's size never sets theirs)
+
+
+def clip(text, limit: int = MAX_REASON) -> str:
+    """text cut to `limit` characters, saying how long it was (a refused message's reason may quote the input: a
+    reference with 10^6 joint names once gave a 10.9 MB reason in /diagnostics)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f'{text[:limit]}... ({len(text)} characters)'
+
+
 def check_command(values, lo, hi):
     """(array | None, reason, clamped?) of raw command values against per-joint bounds [lo, hi]."""
     n = len(lo)

@@ -82,6 +82,24 @@ class float_range(Check):
         return v
 
 
+class off_or_range(float_range):
+    """0 (off), or a number within [lo, hi]: a rate that may be switched off but is otherwise physical (5e-324 Hz
+    passed "> 0" and made the plant divide by it: an infinite period)."""
+
+    def __init__(self, lo, hi, zero='off'):
+        super().__init__(lo=lo, hi=hi)
+        self.zero = zero
+        self.text = f'0 ({zero}) or [{_g(float(lo))}, {_g(float(hi))}]'
+
+    def __call__(self, value, name):
+        v = number(value, name)
+        if v == 0.0:
+            return 0.0
+        if not self.lo <= v <= self.hi:
+            raise ConfigError(name, f'must be 0 ({self.zero}) or within [{self.lo:g}, {self.hi:g}], got {v:g}')
+        return v
+
+
 class integer(Check):
     def __init__(self, lo=None, hi=None, choices=None):
         self.lo, self.hi, self.choices = lo, hi, choices
@@ -244,6 +262,10 @@ class ParamTable:
                 raise ConfigError(name, f'unknown parameter of {self.node_name}')
             if not self.params[name].runtime:
                 raise ConfigError(name, f'read-only at run time (restart {self.node_name} to change it)')
+            if value is None:
+                # PARAMETER_NOT_SET at run time: rclpy would undeclare the parameter, and every later set would fail
+                # ("Invalid access to undeclared parameter(s)") until a restart
+                raise ConfigError(name, 'cannot be unset at run time (PARAMETER_NOT_SET): give a value')
             v = self.validate(name, value)
             if v is DERIVED:
                 raise ConfigError(name, 'expected a value')

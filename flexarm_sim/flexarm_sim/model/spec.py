@@ -180,6 +180,10 @@ TIP_RATIO_LIMITS = {
 # load_model: smallest/largest eigenvalue of the mass matrix at the nominal configuration.
 MIN_MASS_EIGEN_RATIO = 1e-12
 
+MAX_FILE_BYTES = 256 * 1024       # an arm description is a few KiB; beyond this it is refused before it is parsed
+MAX_LINK_MODES = 16               # modes of one link, all planes
+MODE_COST_BUDGET = 3.0e5          # sum of (modes per link)^4: 2 links of 8+8+8 modes loaded in 4.2 s of CPU (6.6e5)
+
 CROSS_FIELD_RULES = (
     "`joints[].limits.position`: lower < upper; `nominal_configuration[i]` within joint i's limits",
     "`section.inner_diameter` < `section.outer_diameter`; the linear_density, EI_y, EI_z, GJ and "
@@ -187,6 +191,13 @@ CROSS_FIELD_RULES = (
     f"`{_BODY}.inertia`: symmetric, positive semidefinite; with mass > 0 its radius of gyration "
     "√(I_max/mass) is at most 100 m",
     "`mode_solver: fem`: 2·`fem_elements` ≥ the modes of each bending plane",
+    "`joints[].limits`: in an arm file `velocity` and `effort` are required (the plant clamps commands to the "
+    "effort limit, references and resets are checked against both); without `position` the joint turns without end",
+    f"size: a file of at most {MAX_FILE_BYTES // 1024} KiB; at most {MAX_LINK_MODES} modes per link (all planes); "
+    f"Σ over links of (modes of the link)⁴ ≤ {MODE_COST_BUDGET:g} (the cost of the fourth-order curvature "
+    "integrals: any accepted arm loads within 5 s)",
+    "YAML 1.2 core schema: `1:30`, `yes`/`no`/`on`/`off`, `0o17`-style octal of YAML 1.1 are text, not numbers "
+    "or booleans (refused where a number or a boolean is expected, saying so)",
     "`load_model`: the clamped-mass tip ratios (everything outboard at the nominal configuration) stay where "
     "the mode solvers are verified — analytic: M/(μL) ≤ {a[mass]:g}, J/(μL³) ≤ {a[inertia]:g}, torsion "
     "J/(ρI_p L) ≤ {a[torsion]:g}; fem: M/(μL) ≤ {f[mass]:g}, J/(μL³) ≤ {f[inertia]:g}".format(
@@ -456,6 +467,7 @@ class _Checker:
     def __init__(self, source: str):
         self.source = source
         self.errors: list[str] = []
+        self.require_limits = False
 
     def fail(self, path: str, msg: str):
         self.errors.append(f"{path}: {msg}")
@@ -494,6 +506,9 @@ class _Checker:
     # --- scalars ---
     def number(self, v, path, *, gt=None, ge=None, lt=None, le=None, rng=None):
         """A finite real; then the bounds given, then the plausibility range FIELD_RANGES[rng]."""
+        if isinstance(v, str) and _YAML11_NUMBER.match(v.strip()):
+            self.fail(path, f"must be a number, got the text {v!r}: arm files are read as YAML 1.2, where this is no "
+                            "number (YAML 1.1 read 1:30 as the sexagesimal 90); write the number itself")
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             self.fail(path, f"must be a number, got {_tname(v)} {_short(v)}")
         try:
@@ -816,6 +831,13 @@ def _joint(c: _Checker, v, path) -> JointSpec:
 
     lo, hi, vel, eff = -math.inf, math.inf, math.inf, math.inf
     stop_k = stop_c = None
+    if c.require_limits and "limits" not in v:
+        c.soft(P("limits"), "required: {velocity: <rad/s>, effort: <N m>} (and position: [lower, upper] unless the "
+                            "joint turns without end)")
+    elif c.require_limits and isinstance(v["limits"], dict):
+        for key, unit in (("velocity", "rad/s"), ("effort", "N m")):
+            if key not in v["limits"]:
+                c.soft(P(f"limits.{key}"), f"required ({unit}): the joint's {key} limit")
     if "limits" in v:
         try:
             lim = c.mapping(v["limits"], P("limits"), ("position", "velocity", "effort", "stop_stiffness",
@@ -863,9 +885,12 @@ def _joint(c: _Checker, v, path) -> JointSpec:
                      stop_stiffness=stop_k, stop_damping=stop_c)
 
 
-def arm_from_dict(d: Any, source: str = "<dict>") -> ArmSpec:
-    """Validate a parsed arm description (see module docstring) and build an :class:`ArmSpec`."""
+def arm_from_dict(d: Any, source: str = "<dict>", require_limits: bool = False) -> ArmSpec:
+    """Validate a parsed arm description (see module docstring) and build an :class:`ArmSpec`. An arm *file*
+    (load_arm) must give every joint's velocity and effort limits (require_limits); a dict built in code may leave
+    them out: unlimited (infinite) joints, for the model alone (the nodes load files)."""
     c = _Checker(str(source))
+    c.require_limits = require_limits
     try:
         spec = _arm(c, d)
     except _Invalid:
@@ -908,6 +933,15 @@ def _arm(c: _Checker, d) -> ArmSpec:
                 joints.append(j)
         if len(joints) != len(seq):
             raise _Invalid
+        cost = 0.0
+        for i, j in enumerate(joints):
+            m = j.link.n_modes
+            if m > MAX_LINK_MODES:
+                c.soft(f"joints[{i}].link.modes", f"{m} modes in all (at most {MAX_LINK_MODES} per link)")
+            cost += float(m) ** 4
+        if cost > MODE_COST_BUDGET:
+            c.soft("joints", f"too many modes to load in time: the sum over links of (modes)^4 is {cost:g} (at most "
+                             f"{MODE_COST_BUDGET:g}); use fewer modes per link")
         seen = {}
         for i, j in enumerate(joints):
             if j.name in seen:
@@ -952,8 +986,15 @@ def _arm(c: _Checker, d) -> ArmSpec:
 # ----------------------------------------------------------------------------------
 
 
+_YAML11_NUMBER = re.compile(r"^[-+]?([0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?|0[0-7_]+|0b[01_]+|[0-9][0-9_]*_[0-9_]*"
+                            r"(\.[0-9_]*)?)$")
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and reads ``1e-3`` as a float (YAML 1.2)."""
+    """SafeLoader with the YAML 1.2 core schema's scalars (null; true/false only; decimal, 0o octal and 0x hex
+    integers; floats with or without a dot, ``1e-3`` included; .inf/.nan) and no others: YAML 1.1's sexagesimal
+    ``1:30`` (90), ``yes/no/on/off`` booleans, ``017`` octal, ``1_000`` and timestamps are text, which the checker
+    refuses where it expects a number or a boolean. Duplicate keys are refused."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -973,16 +1014,38 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+_Loader.yaml_implicit_resolvers = {}          # none of SafeLoader's YAML 1.1 resolvers: the 1.2 core schema's
+for _tag, _regexp, _first in (
+        ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+        ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+        ("tag:yaml.org,2002:int", r"^(?:[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
+        ("tag:yaml.org,2002:float",
+         r"^(?:[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+"
+         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+         list("-+0123456789.")),
+):
+    _Loader.add_implicit_resolver(_tag, re.compile(_regexp), _first)
+
+
+def _int_12(loader, node):
+    text = loader.construct_scalar(node)
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _int_12)
 
 
 def load_arm(path) -> ArmSpec:
     """Load and validate an arm description YAML file (a missing/unreadable file raises OSError)."""
     path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ArmSpecError(f"invalid arm description in {path}: {size} bytes; an arm description is at most "
+                           f"{MAX_FILE_BYTES // 1024} KiB (refused before it is read)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -993,7 +1056,7 @@ def load_arm(path) -> ArmSpec:
         raise ArmSpecError(f"invalid arm description in {path}: YAML error: {e}") from None
     except RecursionError:
         raise ArmSpecError(f"invalid arm description in {path}: YAML nested too deeply") from None
-    return arm_from_dict(data, source=str(path))
+    return arm_from_dict(data, source=str(path), require_limits=True)
 
 
 def _rb_to_dict(rb: RigidBody) -> dict:

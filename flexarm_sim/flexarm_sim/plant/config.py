@@ -13,13 +13,15 @@ import sys
 import numpy as np
 
 from ..common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list, float_range,
-                             integer, string, string_list)
+                             integer, off_or_range, string, string_list)
 from ..sensors import DEFAULTS as SENSOR_DEFAULTS
 from .servo import WATCHDOG_ACTIONS
 
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 INTEGRATORS = ('rk4', 'midpoint')
 MAX_LOOP_RATE = 50000.0
+MIN_RATE = 1.0                 # Hz: slower loops and clocks are no simulation of a controlled arm
+MIN_PUBLISH_RATE = 0.01       # Hz: one message per 100 s; 0 switches a topic off
 
 TABLE = ParamTable('plant', {
     'arm': Param('deluca_two_link', string(),
@@ -28,12 +30,12 @@ TABLE = ParamTable('plant', {
                        'realtime: wall-clock paced, stamps = sample instants on the ROS (wall) clock; simtime: '
                        '/clock from 0, paced by real_time_factor; lockstep: each control period waits for '
                        'flexarm_msgs/JointEffortCommand on /flexarm/effort_command (reproducible bit for bit)'),
-    'loop_rate': Param(1000.0, float_range(lo=0.0, lo_open=True, hi=MAX_LOOP_RATE),
+    'loop_rate': Param(1000.0, float_range(lo=MIN_RATE, hi=MAX_LOOP_RATE),
                        'Hz: integration steps per second of simulated time (dt = 1/loop_rate)'),
     'integrator': Param('rk4', choice(INTEGRATORS), 'rk4 | midpoint (implicit midpoint, stiffly stable)'),
     'substeps': Param(0, integer(lo=0, hi=1000),
                       'integration sub-steps per step; 0 = automatic (RK4 within its stable step)'),
-    'real_time_factor': Param(1.0, float_range(lo=0.0, hi=1000.0),
+    'real_time_factor': Param(1.0, off_or_range(0.001, 1000.0, zero='as fast as possible'),
                               'simtime: simulated seconds per wall second; 0 = as fast as possible', runtime=True),
     'initial.position': Param(DERIVED, float_list(),
                               'rad, one per joint; not set = zeros (also the target of /flexarm/reset to_initial)'),
@@ -44,13 +46,20 @@ TABLE = ParamTable('plant', {
     'wait_for_command': Param(False, boolean(),
                               'realtime/simtime: hold the arm until the first valid command (sim.launch.py sets it '
                               'when it starts a controller, so a gravity-loaded arm does not fall meanwhile)'),
+    'start_paused': Param(False, boolean(),
+                          'start paused at step 0 (the initial state is re-sent at a low rate) until /flexarm/pause '
+                          'false: recorders and observers connect before the first step (flexarm run sets it in '
+                          'lockstep: a recording from step 0)'),
+    'pause_at': Param(0.0, float_range(lo=0.0, hi=1e9),
+                      's of plant time: pause there (the first control instant at or after it), as /flexarm/pause does; '
+                      '0 = never. flexarm run sets it in lockstep: every run ends at the same step', runtime=True),
     'servo.enabled': Param(False, boolean(),
                            'plant-side joint position servo (Naganathan): torque = effort command + kp (q_c - q) + '
                            'kv (qdot_c - qdot) at every sub-step, q_c (qdot_c) from /position_controller/commands; '
                            'not in lockstep'),
     'servo.kp': Param(DERIVED, float_list(lo=0.0, hi=1e6), 'N m/rad per joint; required with servo.enabled'),
     'servo.kv': Param(DERIVED, float_list(lo=0.0, hi=1e5), 'N m s/rad per joint; required with servo.enabled'),
-    'command_timeout': Param(0.2, float_range(lo=0.0, lo_open=True, hi=3600.0),
+    'command_timeout': Param(0.2, float_range(lo=0.001, hi=10.0),
                              's of plant time without a valid command -> the watchdog action', runtime=True),
     'watchdog.action': Param('hold', choice(WATCHDOG_ACTIONS),
                              'realtime/simtime, after command_timeout: hold (the drives hold the joints where they '
@@ -66,17 +75,17 @@ TABLE = ParamTable('plant', {
     'effort_limits': Param(DERIVED, float_list(lo=0.0, lo_open=True),
                            'N m per joint, clamp limits, at most the arm file\'s; not set = the arm file\'s',
                            runtime=True),
-    'publish_rates.joint_states': Param(1000.0, float_range(lo=0.0, hi=MAX_LOOP_RATE),
+    'publish_rates.joint_states': Param(1000.0, off_or_range(MIN_PUBLISH_RATE, MAX_LOOP_RATE),
                                         'Hz (simulated time), at most loop_rate; 0 = off', runtime=True),
-    'publish_rates.state': Param(500.0, float_range(lo=0.0, hi=MAX_LOOP_RATE),
+    'publish_rates.state': Param(500.0, off_or_range(MIN_PUBLISH_RATE, MAX_LOOP_RATE),
                                  'Hz, /flexarm/state = the control rate (controllers answer every state; the '
                                  'controllers\' `rate` must equal it); at most loop_rate; lockstep: the control '
                                  'period, a divisor of loop_rate; 0 = off', runtime=True),
-    'publish_rates.markers': Param(30.0, float_range(lo=0.0, hi=100.0), 'Hz, /flexarm/markers; 0 = off',
+    'publish_rates.markers': Param(30.0, off_or_range(MIN_PUBLISH_RATE, 100.0), 'Hz, /flexarm/markers; 0 = off',
                                    runtime=True),
-    'publish_rates.diagnostics': Param(1.0, float_range(lo=0.0, lo_open=True, hi=100.0),
+    'publish_rates.diagnostics': Param(1.0, float_range(lo=MIN_PUBLISH_RATE, hi=100.0),
                                        'Hz (wall clock), /diagnostics', runtime=True),
-    'publish_rates.clock': Param(1000.0, float_range(lo=0.0, lo_open=True, hi=MAX_LOOP_RATE),
+    'publish_rates.clock': Param(1000.0, float_range(lo=MIN_RATE, hi=MAX_LOOP_RATE),
                                  'Hz (simulated time), /clock in simtime and lockstep; at most loop_rate',
                                  runtime=True),
     'frame_ids.base': Param('base_link', string(), 'frame of /flexarm/state poses and of the markers'),
@@ -139,7 +148,7 @@ TABLE = ParamTable('plant', {
                                  'strain (m/m), constant offset per gauge (or one for all); not set = zeros'),
     'sensors.strain.bandwidth': Param(SENSOR_DEFAULTS['strain.bandwidth'], float_range(lo=0.0, hi=1e5),
                                       'Hz, first-order low-pass of the amplifier; 0 = none'),
-    'sensors.strain.rate': Param(SENSOR_DEFAULTS['strain.rate'], float_range(lo=0.0, lo_open=True, hi=MAX_LOOP_RATE),
+    'sensors.strain.rate': Param(SENSOR_DEFAULTS['strain.rate'], float_range(lo=MIN_RATE, hi=MAX_LOOP_RATE),
                                  'Hz, at most loop_rate (lockstep: the control rate publish_rates.state)'),
     'sensors.accelerometer.enabled': Param(False, boolean(),
                                            'tip accelerometer (specific force in the tip frame) on /flexarm/tip_imu '
@@ -152,7 +161,7 @@ TABLE = ParamTable('plant', {
                                          float_range(lo=0.0, lo_open=True, hi=1e4),
                                          'm/s^2, readings saturate at +-range (16 g)'),
     'sensors.accelerometer.rate': Param(SENSOR_DEFAULTS['accelerometer.rate'],
-                                        float_range(lo=0.0, lo_open=True, hi=MAX_LOOP_RATE),
+                                        float_range(lo=MIN_RATE, hi=MAX_LOOP_RATE),
                                         'Hz, at most loop_rate (lockstep: the control rate publish_rates.state)'),
 })
 
@@ -205,6 +214,20 @@ def check_against_arm(values: dict, model):
     for name in ('publish_rates.joint_states', 'publish_rates.state', 'publish_rates.clock'):
         if values[name] > rate:
             raise ConfigError(name, f'{values[name]:g} Hz exceeds loop_rate ({rate:g} Hz)')
+    reach = max([abs(x) for js in model.spec.joints for x in js.position_limits if math.isfinite(x)], default=0.0)
+    if values['divergence.max_abs_position'] < reach:
+        raise ConfigError('divergence.max_abs_position', f'{values["divergence.max_abs_position"]:g} is below the '
+                                                         f'arm\'s joint limits ({reach:g} rad): a joint within them '
+                                                         'would count as diverged')
+    speed = max([js.velocity_limit for js in model.spec.joints if math.isfinite(js.velocity_limit)], default=0.0)
+    if values['divergence.max_abs_velocity'] < speed:
+        raise ConfigError('divergence.max_abs_velocity', f'{values["divergence.max_abs_velocity"]:g} is below the '
+                                                         f'arm\'s velocity limits ({speed:g} rad/s)')
+    state_rate = values['publish_rates.state']
+    if values['time_mode'] != 'lockstep' and state_rate > 0 and values['command_timeout'] < 2.0 / state_rate:
+        raise ConfigError('command_timeout', f'{values["command_timeout"]:g} s is shorter than two state periods '
+                                             f'({2.0 / state_rate:g} s at publish_rates.state {state_rate:g} Hz): the '
+                                             'watchdog would fire between the commands that answer the states')
     if values['time_mode'] == 'lockstep':
         s = values['publish_rates.state']
         ratio = rate / s if s > 0 else math.inf

@@ -27,12 +27,19 @@ Names: every topic and service above is relative to the node's namespace (ros/na
 the root namespace, /armB/flexarm/state ... in /armB. More than one publisher on a command topic is reported in
 /diagnostics (WARN naming them and their GIDs, counted: common/sources.py).
 
-QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10 (lockstep 500), /flexarm/markers 5,
-/diagnostics 10, /clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
-/flexarm/effort_command 100, /flexarm/strain 10, /flexarm/tip_imu 10.
+QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10, /flexarm/markers 5, /diagnostics 10,
+/clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
+/flexarm/effort_command 100, /flexarm/strain 10, /flexarm/tip_imu 10. Lock-step runs as fast as its controller
+answers: there the plant's timeline topics keep LOCKSTEP_HISTORY_S of plant time (a recorder or observer may lag that
+much behind without losing a message).
+
+Diagnostics count the samples published on each timeline topic (`published.<name>`, the relative name of ros/names.py:
+distinct stamps, so a re-sent state is not counted twice), the figure a recording is checked against; they are
+stamped on the plant's clock (sim time in simtime and lockstep, as /clock and every other node's stamps then).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -49,6 +56,7 @@ from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
 from flexarm_msgs.srv import SetState
 
 from ..arms import arm_id, load_arm_model
+from ..common.commands import clip
 from ..common.params import ConfigError
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
@@ -63,6 +71,8 @@ from . import config
 from .outputs import ArmOutputs
 from .raw_markers import MarkerEncoder, markers_from_geometry
 from .runtime import PlantRuntime
+
+LOCKSTEP_HISTORY_S = 60.0     # s of plant time a lock-step publisher keeps for a lagging reader (memory only if used)
 
 
 class PlantNode(Node):
@@ -93,13 +103,16 @@ class PlantNode(Node):
         self.frame_id = frame
         self.mode = rt.mode
 
-        self.pub_js = self.create_publisher(JointState, names.JOINT_STATES, qos(10))
         # lock-step runs as fast as its controller answers: a deeper history lets observers (recorders, the runner)
-        # lag a few hundred states without losing one
-        self.pub_state = self.create_publisher(FlexState, names.STATE, qos(500 if self.mode == 'lockstep' else 10))
-        self.pub_markers = self.create_publisher(MarkerArray, names.MARKERS, qos(5))
+        # lag behind without losing a message (module docstring)
+        self.published = {}                  # topic -> [samples published, stamp of the last]
+        depth = self._depth
+        self.pub_js = self.create_publisher(JointState, names.JOINT_STATES, depth(10, 'publish_rates.joint_states'))
+        self.pub_state = self.create_publisher(FlexState, names.STATE, depth(10, 'publish_rates.state'))
+        self.pub_markers = self.create_publisher(MarkerArray, names.MARKERS, depth(5, 'publish_rates.markers'))
         self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
-        self.pub_clock = self.create_publisher(Clock, names.CLOCK, qos(10)) if self.mode != 'realtime' else None
+        self.pub_clock = self.create_publisher(Clock, names.CLOCK, depth(10, 'publish_rates.clock')) \
+            if self.mode != 'realtime' else None
         self._clock_msg = Clock()
         self._sensor_publishers(rt)
         # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader); the loop thread takes
@@ -134,9 +147,24 @@ class PlantNode(Node):
             return
         self.sensor_enc = SensorEncoder(self.model, sn.cfg, self.arm_id, accel_variance=sn.accel_variance)
         if sn.cfg.gauges:
-            self.pub_strain = self.create_publisher(StrainGauges, names.STRAIN, qos(10))
+            self.pub_strain = self.create_publisher(StrainGauges, names.STRAIN, self._depth(10, 'publish_rates.state'))
         if sn.cfg.accelerometer:
-            self.pub_imu = self.create_publisher(Imu, names.TIP_IMU, qos(10))
+            self.pub_imu = self.create_publisher(Imu, names.TIP_IMU, self._depth(10, 'publish_rates.state'))
+
+    def _depth(self, depth, rate_param):
+        """The QoS of a timeline topic: `depth`, in lock-step enough for LOCKSTEP_HISTORY_S at its rate."""
+        if self.mode == 'lockstep':
+            depth = max(depth, int(math.ceil(LOCKSTEP_HISTORY_S * self.params[rate_param])))
+        return qos(depth)
+
+    def _count(self, topic, t_ns):
+        """One more sample published on topic, unless it re-sends the last one (same stamp)."""
+        c = self.published.get(topic)
+        if c is None:
+            self.published[topic] = [1, t_ns]
+        elif c[1] != t_ns:
+            c[0] += 1
+            c[1] = t_ns
 
     def _marker_encoder(self, trail_length, line_lengths=None):
         enc = self.marker_encoders.get(trail_length)
@@ -179,23 +207,29 @@ class PlantNode(Node):
 
     def joint_state(self, z, zd, tau, t_ns):
         self.pub_js.publish(self.js_encoder.fill(z, zd, tau, t_ns))
+        self._count(names.JOINT_STATES, t_ns)
 
     def state(self, z, zd, tau, step, t_ns):
         self.pub_state.publish(self.state_encoder.fill(z, zd, tau, step, t_ns))
+        self._count(names.STATE, (t_ns, step))      # a reset (step 0 again) at a stamp is a new sample
 
     def sensors(self, s):
         enc = self.sensor_enc
         if s.joints is not None:
             self.pub_js.publish(enc.joint_state(*s.joints, s.t_ns))
+            self._count(names.JOINT_STATES, s.t_ns)
         if s.strain is not None:
             self.pub_strain.publish(enc.strain_gauges(s.strain, s.strain_variance, s.step, s.t_ns))
+            self._count(names.STRAIN, s.t_ns)
         if s.accel is not None:
             self.pub_imu.publish(enc.accelerometer(s.accel, s.t_ns))
+            self._count(names.TIP_IMU, s.t_ns)
 
     def clock(self, t_ns):
         if self.pub_clock is not None:
             self._clock_msg.clock = stamp(t_ns)
             self.pub_clock.publish(self._clock_msg)
+            self._count(names.CLOCK, t_ns)
 
     def markers(self, joints, lines, tip, trail, t_ns):
         enc = self._marker_encoder(self.rt.cfg['markers.trail_length'])
@@ -203,15 +237,17 @@ class PlantNode(Node):
             self.pub_markers.publish(enc.encode(joints, lines, tip, trail, t_ns))
         else:                                     # layout not located (should not happen): build the message
             self.pub_markers.publish(markers_from_geometry(joints, lines, tip, trail, t_ns, self.frame_id))
+        self._count(names.MARKERS, t_ns)
 
     def diagnostics(self, level, message, values):
         values = dict(values, arm_id=self.arm_id)
+        values.update({f'published.{topic}': c[0] for topic, c in list(self.published.items())})
         lv, why, more = graph.watch(self, self.sources, self.get_logger().warning)
         values.update(more)
         if why:
             level, message = ('warn', why) if level == 'ok' else (level, f'{message}; {why}')
-        self.pub_diag.publish(diagnostics('flexarm plant', self.model.spec.name, level, message, values,
-                                          self.get_clock().now().nanoseconds))
+        t_ns = self.get_clock().now().nanoseconds if self.mode == 'realtime' else self.rt.sim_ns()
+        self.pub_diag.publish(diagnostics('flexarm plant', self.model.spec.name, level, message, values, t_ns))
 
     def log(self, level, message):
         log_at(self.get_logger(), level, message)
@@ -220,7 +256,7 @@ class PlantNode(Node):
     def _rejected(self, what, reason):
         if not reason.startswith('stale') and self.rt.warn_throttle(time.monotonic()):
             g, ib = self.rt.gate, self.rt.inbox
-            self.get_logger().warning(f'rejected {what}: {reason} (previous command kept; '
+            self.get_logger().warning(f'rejected {what}: {clip(reason)} (previous command kept; '
                                       f'{g.rejected + ib.rejected + self.rt.n_position_rejected} rejected so far)')
 
     def _on_command(self, data):
@@ -242,6 +278,7 @@ class PlantNode(Node):
         resp.success, resp.message = self.rt.reset(req.to_initial, req.position, req.velocity, req.modal_position,
                                                    req.modal_velocity)
         if not resp.success:
+            resp.message = clip(resp.message)
             self.get_logger().warning(f'reset refused: {resp.message}')
         return resp
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 from geometry_msgs.msg import Point
-from rclpy.serialization import serialize_message
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
+from ..ros.cdr import serialize
 from ..ros.messages import stamp
 
 _SEC, _NSEC = 1515870810, 987654321          # sentinel stamp (int32 sec, uint32 nanosec)
@@ -49,7 +49,7 @@ class MarkerEncoder:
         trail = list(_sentinels(len(lines) + 1, counts[-1])) if counts[-1] else []
         t_ns = _SEC * 1_000_000_000 + _NSEC
         msg = markers_from_geometry(jt[:-1], lines, jt[-1], trail, t_ns, frame_id, ns)
-        buf = bytearray(serialize_message(msg))
+        buf = bytearray(serialize(msg))          # padding zero: the same markers, the same bytes
         if bytes(buf[:2]) != _CDR_LE:
             return None
         point_offsets = []

@@ -98,7 +98,8 @@ class PlantRuntime:
         self.outputs_bg = ArmOutputs(model, values['markers.centerline_points'])
         self._lock = threading.Lock()           # core state: loop thread vs. reset / commands
         self._running = False
-        self.paused = False
+        self.paused = bool(values.get('start_paused', False))
+        self._pause_at_done = False             # pause_at reached once (a resume goes on)
         self.awaiting_command = bool(values['wait_for_command']) and self.mode != 'lockstep'
         self.total_steps = 0                    # integrated steps since start (never reset): simulated clock
         self.plant_time = 0.0                   # s, watchdog clock
@@ -113,6 +114,7 @@ class PlantRuntime:
         self.loop_priority = 0
         self.watchdog_state = self.gate.state
         self._trail = collections.deque(maxlen=max(1, values['markers.trail_length']))
+        self._trail_ns = None                   # stamp of the newest trail point (a re-sent instant adds none)
         self._snapshot = None
         self._snap_cv = threading.Condition()
         self.warn_throttle = Throttle(2.0)
@@ -150,7 +152,8 @@ class PlantRuntime:
     def apply(self, new: dict, changed=()):
         """Run-time parameter changes (already validated by the table); ConfigError for rules across parameters."""
         check_against_arm(new, self.model)
-        if self.mode == 'lockstep' and 'publish_rates.state' in changed:
+        if (self.mode == 'lockstep' and 'publish_rates.state' in changed
+                and new['publish_rates.state'] != self.cfg['publish_rates.state']):     # (the same value: no change)
             raise ConfigError('publish_rates.state', 'the control period of a lock-step plant is fixed at start')
         limits = np.array(new['effort_limits'], dtype=float)
         self.gate.set_limits(limits)
@@ -161,6 +164,8 @@ class PlantRuntime:
         self.core.max_abs_position = new['divergence.max_abs_position']
         self.core.max_abs_velocity = new['divergence.max_abs_velocity']
         self.sched.max_catchup = new['max_catchup_steps']
+        if 'pause_at' in changed:
+            self._pause_at_done = False
         self._wall_period = self._period(new)
         if new['markers.trail_length'] != self._trail.maxlen:
             self._trail = collections.deque(self._trail, maxlen=max(1, new['markers.trail_length']))
@@ -233,6 +238,7 @@ class PlantRuntime:
                 self.core.servo.qd_c[:] = 0.0
             self.gate.clear()
             self._trail.clear()
+            self._trail_ns = None
             if self.sensors is not None:
                 self.sensors.reset()
             self.sched.start()
@@ -246,13 +252,42 @@ class PlantRuntime:
 
     def state_admissible(self, z, zd) -> str:
         """'' if (z, zd) is a state the plant may be put in, else why not: joint angles within the arm's position
-        limits, every coordinate and rate within the divergence bounds."""
-        q = z[self.model.q_index]
-        names = self.model.spec.joint_names
-        for j in range(self.model.n_joints):
+        limits and joint rates within its velocity limits; each link's tip deflection within the model's validity
+        (validity_limit of the link length) and each modal rate at most what that mode reaches oscillating at its
+        frequency with that amplitude (omega_k delta_max,k); every coordinate and rate within the divergence bounds.
+        (A reset to 99,999 rad/s or a modal coordinate of 5000 once passed: 'diverged at step 1', a 2e8 m tip.)"""
+        model = self.model
+        q, qd = z[model.q_index], zd[model.q_index]
+        names = model.spec.joint_names
+        for j, js in enumerate(model.spec.joints):
             if not self.position_lo[j] <= q[j] <= self.position_hi[j]:
                 return (f'position[{j}] ({names[j]}) = {q[j]:g} rad is outside the joint limits '
                         f'[{self.position_lo[j]:g}, {self.position_hi[j]:g}]')
+            if not abs(qd[j]) <= js.velocity_limit:
+                return (f'velocity[{j}] ({names[j]}) = {qd[j]:g} rad/s exceeds the joint\'s velocity limit '
+                        f'{js.velocity_limit:g} rad/s')
+        limit = self.core.validity_limit
+        phi = model.data.phi_tip
+        k0 = 0
+        for j, lm in enumerate(model.link_modes):
+            m = lm.n_modes
+            if not m:
+                continue
+            length = model.spec.joints[j].link.length
+            ds = model.q_index[j] + 1
+            d, dd = z[ds:ds + m], zd[ds:ds + m]
+            P = phi[j, :, :m]
+            tip = float(np.linalg.norm(P @ d))
+            if not tip <= limit * length:
+                return (f'modal_position of link {names[j]}: a tip deflection of {tip:.4g} m, beyond the model\'s '
+                        f'validity ({100 * limit:g} % of its {length:g} m)')
+            reach = np.linalg.norm(P, axis=0)                  # m of tip per unit of each modal coordinate
+            for k in range(m):
+                if reach[k] > 0 and not abs(dd[k]) <= lm.omega[k] * limit * length / reach[k]:
+                    return (f'modal_velocity[{k0 + k}] (link {names[j]}, mode {k + 1}) = {dd[k]:g}: faster than the '
+                            f'mode oscillating at its {lm.omega[k] / (2 * np.pi):.4g} Hz with the largest valid '
+                            f'amplitude ({lm.omega[k] * limit * length / reach[k]:.4g})')
+            k0 += m
         if np.max(np.abs(z)) > self.core.max_abs_position:
             return f'a coordinate exceeds divergence.max_abs_position ({self.core.max_abs_position:g})'
         if np.max(np.abs(zd)) > self.core.max_abs_velocity:
@@ -262,6 +297,20 @@ class PlantRuntime:
     def pause(self, flag: bool):
         self.paused = bool(flag)
         self._wake_loop()
+
+    def _pause_due(self) -> bool:
+        """pause_at reached (loop thread): pause now, once. Compared as the stamps' readers compare times
+        (seconds + 1e-9 nanoseconds), so a reader waiting for t >= pause_at sees the instant the plant stops at."""
+        at = self.cfg.get('pause_at', 0.0)
+        if not at or self._pause_at_done:
+            return False
+        sec, nsec = divmod(self.sim_ns(), 1_000_000_000)
+        if sec + 1e-9 * nsec < at:
+            return False
+        self._pause_at_done = True
+        self.paused = True
+        self._log('info', f'paused at plant time {sec + 1e-9 * nsec:.9g} s (pause_at {at:g} s)')
+        return True
 
     def _wake_loop(self):
         """Wake a lock-step loop waiting for a command (reset, pause, stop)."""
@@ -373,8 +422,9 @@ class PlantRuntime:
         """Output thread: geometry and trail, handed to the sink."""
         length = self.cfg['markers.trail_length']
         joints, lines, tip = self.outputs_bg.geometry(z)
-        if length > 0:
+        if length > 0 and t_ns != self._trail_ns:
             self._trail.append(tip)
+            self._trail_ns = t_ns
         trail = np.array(self._trail, dtype=float).reshape(-1, 3) if length > 0 else np.zeros((0, 3))
         self.sink.markers(joints, lines, tip, trail, t_ns)
 
@@ -398,8 +448,18 @@ class PlantRuntime:
             if t.is_alive():
                 t.join(timeout=2.0)
 
-    def _take_snapshot(self, t_ns):
-        snap = (self.core.z.copy(), t_ns)
+    def _marker_sample(self, z, t_ns):
+        """Markers of the state z at t_ns: lock-step computes and publishes them in the loop thread (every marker of
+        the plant's timeline, none dropped, whatever the machine's load: a lock-step run publishes the same messages
+        every time); realtime/simtime hand a snapshot to the output thread (off the timing loop; one still pending is
+        replaced by the newer)."""
+        if self.mode == 'lockstep':
+            self._markers(z, t_ns)
+        else:
+            self._take_snapshot(t_ns, z)
+
+    def _take_snapshot(self, t_ns, z=None):
+        snap = (self.core.z.copy() if z is None else z, t_ns)
         with self._snap_cv:
             self._snapshot = snap
             self._snap_cv.notify()
@@ -486,7 +546,7 @@ class PlantRuntime:
         if state and self.every_state and k % self.every_state == 0:
             sink.state(c.z, c.zd, c.tau, c.step_index, t_ns)
         if self.every_markers and k % self.every_markers == 0:
-            self._take_snapshot(t_ns)
+            self._marker_sample(c.z.copy(), t_ns)
 
     # ------------------------------------------------------------------ sensor models (flexarm_sim/sensors.py)
     @property
@@ -521,8 +581,9 @@ class PlantRuntime:
             self.sink.clock(t_ns)
         if self.every_state:
             self.sink.state(z, zd, tau, k, t_ns)
-        if self.every_markers:
-            self._take_snapshot(t_ns)
+        if self.every_markers and (self.mode != 'lockstep' or self.total_steps % self.every_markers == 0):
+            # (lock-step: only at the markers' own instants, so a pause anywhere adds no sample to the timeline)
+            self._marker_sample(z, t_ns)
         time.sleep(IDLE_PERIOD)
 
     def _timed_loop(self):
@@ -534,7 +595,7 @@ class PlantRuntime:
         realtime = self.mode == 'realtime'
         poll = getattr(self.sink, 'poll_commands', None)
         while self._running:
-            if self.paused or self.core.diverged or self.awaiting_command:
+            if self.paused or self.core.diverged or self.awaiting_command or self._pause_due():
                 idle = True
                 self._idle()
                 continue
@@ -565,7 +626,7 @@ class PlantRuntime:
         take = getattr(self.sink, 'take_command', None)      # commands straight from the transport (hot path)
         poll = getattr(self.sink, 'poll_commands', None)
         while self._running:
-            if self.paused or self.core.diverged:
+            if self.paused or self.core.diverged or self._pause_due():
                 self._idle()
                 continue
             with self._lock:

@@ -193,3 +193,69 @@ def flex_state_layout(layout, frame_id: str, links) -> CdrLayout:
         lay.view(f'links[{k}].mode_tip_displacement')[:] = tipd
     lay.view('end_effector_pose')[6] = 1.0                        # a unit quaternion until filled
     return lay
+
+
+# ---------------------------------------------------------------------------------------- any message, zero padding
+_PRIMITIVES = {'boolean': '?', 'octet': 'B', 'char': 'B', 'byte': 'B', 'uint8': 'B', 'int8': 'b', 'int16': 'h',
+               'uint16': 'H', 'int32': 'i', 'uint32': 'I', 'int64': 'q', 'uint64': 'Q', 'float': 'f', 'double': 'd',
+               'float32': 'f', 'float64': 'd'}
+
+
+def serialize(msg) -> bytes:
+    """A message's CDR (XCDR1, little endian: rmw_fastrtps's wire form) with every padding byte zero.
+
+    rmw's own serializer skips padding without writing it (the bytes hold whatever its buffer held before), so the
+    same message serialized twice can differ; published raw, these bytes are always the same (a lock-step run's
+    recording compares byte for byte). rclpy reads them back as the message (test_ros_codec checks several types)."""
+    out = bytearray(CDR_LE)
+    _write(out, msg, None)
+    return bytes(out)
+
+
+def _align(out: bytearray, n: int):
+    out += b'\x00' * ((-(len(out) - 4)) % n)
+
+
+def _write(out: bytearray, value, ftype):
+    if ftype is None or '/' in ftype and not ftype.startswith('sequence<'):
+        for name, t in type(value).get_fields_and_field_types().items():
+            _write(out, getattr(value, name), t)
+        return
+    if ftype.startswith('sequence<'):
+        inner = ftype[len('sequence<'):-1].split(',')[0].strip()
+        _align(out, 4)
+        out += struct.pack('<I', len(value))
+        _items(out, value, inner)
+        return
+    if ftype.endswith(']'):
+        _items(out, value, ftype[:ftype.index('[')])
+        return
+    if ftype.startswith('string'):
+        data = value.encode('utf-8') + b'\x00'
+        _align(out, 4)
+        out += struct.pack('<I', len(data)) + data
+        return
+    code = _PRIMITIVES.get(ftype)
+    if code is None:
+        raise TypeError(f'cdr.serialize: field type {ftype!r} is not supported')
+    size = struct.calcsize(code)
+    _align(out, size)
+    if isinstance(value, (bytes, bytearray)):        # byte / char fields: a bytes object of length 1
+        value = value[0]
+    out += struct.pack('<' + code, value)
+
+
+def _items(out: bytearray, values, ftype):
+    code = _PRIMITIVES.get(ftype)
+    if code is None:
+        for v in values:
+            _write(out, v, ftype)
+        return
+    size = struct.calcsize(code)
+    if len(values):
+        _align(out, size)
+        if code == 'B' and isinstance(values, (bytes, bytearray)):
+            out += bytes(values)
+        else:
+            out += struct.pack(f'<{len(values)}{code}', *[v if not isinstance(v, (bytes, bytearray)) else v[0]
+                                                            for v in values])

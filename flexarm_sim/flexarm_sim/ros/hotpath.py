@@ -3,29 +3,41 @@
 rclpy's SingleThreadedExecutor rebuilds its wait set and walks every entity of the node for each callback (a
 hundred microseconds or more per message in Python); for the 1 kHz data path (states to the controllers, stamped
 commands to a lock-step plant) that, plus a thread hand-off, was most of the round trip. `HotSubscription` puts
-the subscription on a small node of its own ("<node>_io", never added to an executor, so nothing else takes its
-messages) and `take(timeout)` blocks in rcl's wait on just this subscription (and a guard condition that `wake()`
-triggers), then takes the next message serialized. `HotLoop` runs a handler for every message in a thread.
+the subscription on the node itself (so `ros2 node info /plant` and rqt_graph show it on the node the launch file
+names) in a callback group no executor ever waits on (`Detached`: rclpy's executors skip an entity whose group
+says it cannot execute), and `take(timeout)` blocks in rcl's wait on just this subscription (and a guard condition
+that `wake()` triggers), then takes the next message serialized. `HotLoop` runs a handler for every message in a
+thread.
 """
 from __future__ import annotations
 
 import threading
 
-import rclpy
+from rclpy.callback_groups import CallbackGroup
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+
+class Detached(CallbackGroup):
+    """A callback group no executor waits on or runs: its subscriptions are taken by a thread of their own."""
+
+    def can_execute(self, entity) -> bool:
+        return False
+
+    def beginning_execution(self, entity) -> bool:
+        return False
+
+    def ending_execution(self, entity) -> None:
+        pass
 
 
 class HotSubscription:
     def __init__(self, node, msg_type, topic: str, qos):
         self.context = node.context
-        # the topic as the node's remappings resolve it; the io node takes no global arguments (a `-r __node:=`
-        # for the node would rename it too)
-        self.topic = node.resolve_topic_name(topic)
-        self.io_node = rclpy.create_node(node.get_name() + '_io', namespace=node.get_namespace(),
-                                         context=self.context, start_parameter_services=False,
-                                         enable_rosout=False, use_global_arguments=False)
-        self.sub = self.io_node.create_subscription(msg_type, self.topic, lambda _m: None, qos, raw=True)
+        self.node = node
+        self.sub = node.create_subscription(msg_type, topic, lambda _m: None, qos, raw=True,
+                                            callback_group=Detached())
+        self.topic = self.sub.topic_name
         self.guard = GuardCondition(callback=None, callback_group=None, context=self.context)
         self._ws = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, self.context.handle)
         self._sub_ptr = self.sub.handle.pointer
@@ -71,9 +83,9 @@ class HotSubscription:
         self.guard.trigger()
 
     def destroy(self):
-        self.io_node.destroy_subscription(self.sub)
+        """After the thread taking from it has stopped (HotLoop.stop); the node's executor never touches it."""
+        self.node.destroy_subscription(self.sub)
         self.guard.destroy()
-        self.io_node.destroy_node()
 
 
 class HotLoop:

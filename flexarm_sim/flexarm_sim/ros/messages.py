@@ -11,6 +11,7 @@ from std_msgs.msg import Float64MultiArray
 
 from flexarm_msgs.msg import JointEffortCommand
 
+from ..common.commands import MAX_REASON, clip
 from .cdr import effort_command_layout, float64_array_layout, joint_state_layout
 
 LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
@@ -33,9 +34,11 @@ def stamp_ns(t) -> int:
 
 
 def diagnostics(name: str, hardware_id: str, level: str, message: str, values: dict, t_ns: int) -> DiagnosticArray:
-    """One DiagnosticStatus (level 'ok' | 'warn' | 'error'; floats with 6 significant digits)."""
-    st = DiagnosticStatus(level=LEVELS[level], name=name, hardware_id=hardware_id, message=message)
-    st.values = [KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else str(v)) for k, v in values.items()]
+    """One DiagnosticStatus (level 'ok' | 'warn' | 'error'; floats with 6 significant digits; the message and every
+    value at most common.commands.MAX_REASON characters, a value 4 times that)."""
+    st = DiagnosticStatus(level=LEVELS[level], name=name, hardware_id=hardware_id, message=clip(message))
+    st.values = [KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else clip(v, 4 * MAX_REASON))
+                 for k, v in values.items()]
     arr = DiagnosticArray(status=[st])
     arr.header.stamp = stamp(t_ns)
     return arr
@@ -59,6 +62,47 @@ class JointStateEncoder:
         return bytes(self.cdr.buf)
 
 
+MAX_COMMAND_OVERHEAD = 4096      # bytes of a command beyond its values (header, layout dimensions, labels)
+MAX_REFERENCE_BYTES = 16 << 20   # a trajectory_msgs/JointTrajectory beyond this is refused unread
+
+
+def _oversized(data, array=False) -> np.ndarray:
+    """What the command rule sees of a message too long to read: as many values as it holds (a Float64MultiArray
+    without layout dimensions: its count; otherwise as many as its bytes could hold), none of them a number (no
+    memory: a broadcast view), so the rule refuses it naming the count."""
+    count = (len(data) - 4) // 8
+    if array and len(data) >= 16 and int.from_bytes(bytes(data[4:8]), 'little') == 0:
+        count = int.from_bytes(bytes(data[12:16]), 'little')
+    return np.broadcast_to(np.nan, (count,))
+
+
+def trajectory_counts(data):
+    """(joint names, points) of a serialized trajectory_msgs/JointTrajectory, read from its CDR without deserializing
+    it (points is None when the names are more than 4096: not counted further); ValueError if it is not one."""
+    import struct
+    n = len(data)
+
+    def u32(o):
+        if o + 4 > n:
+            raise ValueError('truncated JointTrajectory')
+        return struct.unpack_from('<I', data, o)[0], o + 4
+
+    def align(o):
+        return o + (-(o - 4)) % 4
+
+    o = 4 + 8                                   # encapsulation, stamp
+    length, o = u32(o)                          # frame_id
+    o = align(o + length)
+    names, o = u32(o)
+    if names > 4096:
+        return names, None
+    for _ in range(names):
+        length, o = u32(align(o))
+        o += length
+    points, _ = u32(align(o))
+    return names, points
+
+
 class CommandReader:
     """Values of raw std_msgs/Float64MultiArray (or flexarm_msgs/JointEffortCommand) commands: read in place when
     the message has the expected length and no layout dimensions (what controllers send), deserialized otherwise
@@ -71,7 +115,15 @@ class CommandReader:
     def values(self, data) -> np.ndarray:
         if self.array.matches(data):
             return np.array(self.array.view('data', data))
+        if len(data) > self.max_bytes:
+            return _oversized(data, array=True)
         return np.asarray(deserialize_message(bytes(data), Float64MultiArray).data, dtype=float)
+
+    @property
+    def max_bytes(self) -> int:
+        """A command this long is refused unread: one of these joints is ~8 n bytes, layout dimensions included
+        (a 10^6-element command took the plant's loop thread milliseconds to deserialize: 317 skipped periods)."""
+        return MAX_COMMAND_OVERHEAD + 8 * len(self.array.view('data'))
 
     def stamped_command(self, data):
         """(step, stamp_ns, efforts) of a JointEffortCommand."""
@@ -79,6 +131,8 @@ class CommandReader:
         if lay.matches(data):
             sec, nsec = int(lay.view('stamp.sec', data)[0]), int(lay.view('stamp.nanosec', data)[0])
             return int(lay.view('step', data)[0]), sec * 1_000_000_000 + nsec, np.array(lay.view('effort', data))
+        if len(data) > self.max_bytes + 64:
+            return 0, 0, _oversized(data)
         msg = deserialize_message(bytes(data), JointEffortCommand)
         return int(msg.step), stamp_ns(msg.header.stamp), np.asarray(msg.effort, dtype=float)
 

@@ -17,6 +17,7 @@ import sys
 
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
+from ..common.commands import clip
 from ..common.params import DERIVED, ConfigError, ParamTable, ignored
 
 
@@ -74,7 +75,11 @@ class NodeParams:
                 new = self.table.with_changes(self.values, changes)
                 apply(new, set(changes))
             except ConfigError as e:
-                return SetParametersResult(successful=False, reason=str(e))
+                return SetParametersResult(successful=False, reason=clip(str(e)))
+            except Exception as e:  # noqa: BLE001 - a value the table accepts that the node cannot use: refused
+                reason = clip(f'{", ".join(sorted(changes))}: could not be applied ({e!r}); nothing changed')
+                self.node.get_logger().error(f'parameter change refused: {reason}')
+                return SetParametersResult(successful=False, reason=reason)
             self.values = new
             return SetParametersResult(successful=True)
         self.node.add_on_set_parameters_callback(callback)

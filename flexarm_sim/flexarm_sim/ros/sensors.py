@@ -6,9 +6,11 @@
                                                      orientation, no rates (their covariances' first entry -1, the
                                                      REP 145 convention for "not provided")
 
-Decoding raises ValueError saying what does not fit: joints matched by name to the arm's (every joint present,
-positions finite; velocity/effort optional, finite when given), strain gauges matched by name to the configured
-ones (every configured gauge present, finite values), accelerations finite.
+Decoding raises ValueError saying what does not fit: joints matched by name to the arm's (every joint present, each
+name at most once, at most MAX_NAMES names; positions finite; velocity/effort optional, finite when given), strain
+gauges matched by name to the configured ones (every configured gauge present, each name once, finite values),
+accelerations finite. Messages longer than MAX_READING_BYTES are refused unread (`too_long`). A stamp ahead of the
+receiver's clock is the receiver's to refuse (it has the clock: nodes/estimator_node.py).
 """
 from __future__ import annotations
 
@@ -21,6 +23,24 @@ from sensor_msgs.msg import Imu, JointState
 from flexarm_msgs.msg import StrainGauges
 
 from ..model.sensing import PLANE_NAMES
+
+
+MAX_NAMES = 1024                   # joints / gauges named in one reading
+MAX_READING_BYTES = 256 * 1024     # a serialized reading beyond this is refused before it is read
+
+
+def too_long(data) -> str:
+    """Why a serialized reading is refused unread ('' if it may be read)."""
+    return f'{len(data)} bytes (at most {MAX_READING_BYTES})' if len(data) > MAX_READING_BYTES else ''
+
+
+def _unique_names(names, what):
+    if len(names) > MAX_NAMES:
+        raise ValueError(f'{len(names)} {what} names (at most {MAX_NAMES})')
+    if len(set(names)) != len(names):
+        seen = set()
+        dup = next(nm for nm in names if nm in seen or seen.add(nm))
+        raise ValueError(f'{what} name {str(dup)[:60]!r} given twice')
 
 
 def _set_stamp(stamp, t_ns: int):
@@ -88,12 +108,14 @@ class SensorEncoder:
 def decode_joint_state(msg, joint_names):
     """(q, qd | None, effort | None, t_ns) in the order of joint_names from a JointState (extra joints ignored)."""
     names = list(msg.name)
+    _unique_names(names, 'joint')
     if len(msg.position) != len(names):
         raise ValueError(f'{len(names)} names but {len(msg.position)} positions')
     index = {nm: i for i, nm in enumerate(names)}
     missing = [nm for nm in joint_names if nm not in index]
     if missing:
-        raise ValueError(f'joints {missing} missing (got {names})')
+        raise ValueError(f'joints {missing} missing (got {[str(x)[:40] for x in names[:8]]}'
+                         f'{"..." if len(names) > 8 else ""})')
     order = [index[nm] for nm in joint_names]
     q = np.asarray(msg.position, dtype=float)[order]
     if not np.all(np.isfinite(q)):
@@ -119,6 +141,7 @@ def decode_strain(msg, gauges, arm_id: str = ''):
     if msg.arm_id and arm_id and msg.arm_id != arm_id:
         raise ValueError(f'strain of arm {msg.arm_id!r}, this node runs {arm_id!r}')
     names = list(msg.names)
+    _unique_names(names, 'gauge')
     if len(msg.strain) != len(names):
         raise ValueError(f'{len(names)} gauge names but {len(msg.strain)} readings')
     index = {nm: i for i, nm in enumerate(names)}
@@ -126,7 +149,8 @@ def decode_strain(msg, gauges, arm_id: str = ''):
     for k, g in enumerate(gauges):
         i = index.get(g.name)
         if i is None:
-            raise ValueError(f'no reading of gauge {g.name} (got {names})')
+            raise ValueError(f'no reading of gauge {g.name} (got {[str(x)[:40] for x in names[:8]]}'
+                             f'{"..." if len(names) > 8 else ""})')
         if len(msg.positions) == len(names) and abs(msg.positions[i] - g.x) > 1e-9 * max(1.0, abs(g.x)):
             raise ValueError(f'gauge {g.name} at {msg.positions[i]:g} m, configured at {g.x:g} m')
         if len(msg.planes) == len(names) and int(msg.planes[i]) != g.plane:
