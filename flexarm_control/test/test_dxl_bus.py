@@ -29,6 +29,15 @@ KT = 1.5
 REPLY_TIMEOUT = 0.5
 
 
+class PatientPort(dxl.PortHandler):
+    """The SDK's port, unmodified but for its reply timeout: REPLY_TIMEOUT instead of ~35 ms (an in-process
+    emulator thread waits for the GIL and the CPU; the SDK's own timeout made these raw round trips fail ~1 run
+    in 2 after the core tests on a loaded machine: COMM_RX_TIMEOUT)."""
+
+    def setPacketTimeout(self, packet_length):
+        self.setPacketTimeoutMillis(1e3 * REPLY_TIMEOUT)
+
+
 def joints(ids=(1, 2), over=None):
     over = over or {}
     out = []
@@ -105,7 +114,7 @@ def test_ping_missing_servo_and_disable_reports_failures(emu):
 
 
 def test_emulator_refuses_eeprom_write_with_torque_on(emu):
-    port = dxl.PortHandler(emu.port_name)
+    port = PatientPort(emu.port_name)
     assert port.openPort()
     ph = dxl.PacketHandler(2.0)
     try:
@@ -357,7 +366,7 @@ def test_emulator_cli_serves_sdk():
     try:
         path = proc.stdout.readline().strip()
         assert path.startswith("/dev/"), proc.stderr.read() if proc.poll() is not None else path
-        port = dxl.PortHandler(path)
+        port = PatientPort(path)
         assert port.openPort()
         ph = dxl.PacketHandler(2.0)
         assert ph.ping(port, 2)[:2] == (1020, dxl.COMM_SUCCESS)
