@@ -144,6 +144,8 @@ class EmulatedServo:
         self.id = servo_id
         self.model = model
         self.table = bytearray(TABLE_BYTES)
+        # monotonic time this servo last received a valid instruction packet addressed to it (Bus Watchdog timer)
+        self.last_instruction: Optional[float] = None
         self.factory_reset()
 
     def factory_reset(self) -> None:
@@ -176,6 +178,9 @@ class EmulatedServo:
         self.set(ct.GOAL_CURRENT, 0)
         self.set(ct.GOAL_VELOCITY, 0)
         self.set(ct.POSITION_P_GAIN, 800)
+        self.set(ct.BUS_WATCHDOG, 0)
+        self.set(ct.PROFILE_ACCELERATION, 0)
+        self.set(ct.PROFILE_VELOCITY, 0)
         self.set(ct.PRESENT_INPUT_VOLTAGE, 120)
         self.set(ct.PRESENT_TEMPERATURE, 35)
 
@@ -196,6 +201,38 @@ class EmulatedServo:
     def status_error(self, code: int = 0) -> int:
         return code | (p.ERR_ALERT if self.hardware_error else 0)
 
+    # --- Bus Watchdog (98) ------------------------------------------------------------------
+    @property
+    def bus_watchdog(self) -> int:
+        return self.get(ct.BUS_WATCHDOG)
+
+    def watchdog_deadline(self) -> Optional[float]:
+        """When the Bus Watchdog stops this servo if no instruction comes first: armed (1..127) and torque on
+        (it is not monitored with torque off), else None."""
+        units = self.bus_watchdog
+        if not self.torque_on or units < 1 or self.last_instruction is None:
+            return None
+        return self.last_instruction + units * ct.BUS_WATCHDOG_UNIT_S
+
+    def expire_watchdog(self) -> None:
+        """The Bus Watchdog fired: the servo stops (e-Manual: Profile Acceleration/Velocity applied as 0;
+        98 reads -1; Goal values read-only until 0 is written to 98). Torque stays on. The stop per mode: position
+        modes hold the present position; velocity mode Goal Velocity 0; PWM mode Goal PWM 0; current mode Goal
+        Current 0 - no torque, the joint runs free (observed on X servos: "current control: free, position /
+        velocity control: brake", rt-net/crane_x7_ros#11)."""
+        mode = self.get(ct.OPERATING_MODE)
+        if mode in (ct.MODE_POSITION, ct.MODE_EXTENDED_POSITION, ct.MODE_CURRENT_BASED_POSITION):
+            self.set(ct.GOAL_POSITION, self.get(ct.PRESENT_POSITION))
+        elif mode == ct.MODE_VELOCITY:
+            self.set(ct.GOAL_VELOCITY, 0)
+        elif mode == ct.MODE_PWM:
+            self.set(ct.GOAL_PWM, 0)
+        else:
+            self.set(ct.GOAL_CURRENT, 0)
+        self.set(ct.PROFILE_ACCELERATION, 0)
+        self.set(ct.PROFILE_VELOCITY, 0)
+        self.set(ct.BUS_WATCHDOG, ct.BUS_WATCHDOG_EXPIRED)
+
     def read(self, address: int, length: int) -> Tuple[int, bytes]:
         if length < 0 or address < 0 or address + length > TABLE_BYTES:
             return p.ERR_ACCESS, b""
@@ -212,6 +249,9 @@ class EmulatedServo:
                 return p.ERR_ACCESS
         if address < ct.EEPROM_END and self.torque_on:
             return p.ERR_ACCESS
+        expired = self.bus_watchdog == ct.BUS_WATCHDOG_EXPIRED
+        if expired and address < ct.GOAL_VALUES[1] and end > ct.GOAL_VALUES[0]:
+            return p.ERR_DATA_RANGE          # e-Manual: Goal values are read-only while 98 reads -1
         new = bytearray(self.table)
         new[address:end] = data
 
@@ -225,6 +265,12 @@ class EmulatedServo:
             return p.ERR_DATA_RANGE
         if changed(ct.TORQUE_ENABLE) and val(ct.TORQUE_ENABLE) not in (0, 1):
             return p.ERR_DATA_RANGE
+        if changed(ct.BUS_WATCHDOG):
+            # 0 (off, clears the error) or 1..127; -1 is a status, not a value to write. Re-arming an expired
+            # watchdog without clearing it first is not described by the e-Manual; refused here, so a client that
+            # works against the emulator follows the documented sequence (write 0, then the new value)
+            if val(ct.BUS_WATCHDOG) < 0 or (expired and val(ct.BUS_WATCHDOG) != 0):
+                return p.ERR_DATA_RANGE
         if changed(ct.CURRENT_LIMIT) and val(ct.CURRENT_LIMIT) > self.model.current_limit_max_lsb:
             return p.ERR_DATA_LIMIT
         if changed(ct.GOAL_CURRENT) and abs(val(ct.GOAL_CURRENT)) > val(ct.CURRENT_LIMIT):
@@ -274,6 +320,12 @@ class ServoEmulator:
         # how late the serving thread woke from an idle wait (the process was not scheduled) and the longest
         # time from reading a request to writing its replies, s: evidence when a client sees reply timeouts
         self.timing: Dict[str, float] = {"max_wakeup_late": 0.0, "max_handling": 0.0}
+        # Bus Watchdog: every expiry as {id, mode, last_instruction, expired_at, applied_at} (monotonic s; the
+        # plant runs with the stop from applied_at, normally = expired_at); on_plant_step(t) is called (lock held)
+        # after each advance of the plant to wall time t, e.g. to record the arm's state
+        self.watchdog_events: List[dict] = []
+        self.on_plant_step: Optional[Callable[[float], None]] = None
+        self._t_prev_wake: Optional[float] = None     # the serving thread's previous wake-up (see _advance)
         self._master: Optional[int] = None
         self._slave: Optional[int] = None
         self._pts_name = ""
@@ -450,17 +502,48 @@ class ServoEmulator:
         return goals, on
 
     def step_plant(self, now: Optional[float] = None) -> None:
-        """Advance the plant to *now* (wall time) and refresh Present values."""
+        """Advance the plant to *now* (wall time) and refresh Present values (Bus Watchdog expiries up to the
+        serving thread's last wake-up applied)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            dt = 0.0 if self._last_plant_t is None else now - self._last_plant_t
-            self._last_plant_t = now
-            goals, on = self._goals()
-            q, w, i = self.plant(dt, goals, on)
-            self._write_present(q, w, i)
+            self._advance(now, now if self._t_prev_wake is None else min(now, self._t_prev_wake))
+
+    def _integrate_to(self, t: float) -> None:
+        dt = 0.0 if self._last_plant_t is None else t - self._last_plant_t
+        self._last_plant_t = t
+        goals, on = self._goals()
+        q, w, i = self.plant(dt, goals, on)
+        self._write_present(q, w, i)
+        if self.on_plant_step is not None:
+            self.on_plant_step(t)
+
+    def _advance(self, now: float, certain: float) -> None:
+        """Advance the plant to *now*, stopping each servo whose Bus Watchdog expired by *certain* at its expiry
+        instant (the plant integrates up to it with the old goals, from it with the stop).
+
+        *certain*: the time up to which no instruction can have arrived unseen. Bytes read at a wake-up of the
+        serving thread arrived between its previous wake-up and this one; a real servo would have seen them at
+        arrival, so an expiry after the previous wake-up is not decided on them (the emulator's own lateness -
+        a loaded machine - never stops a servo that was fed in time) and they count as received at this wake-up
+        (the latest instant they can have arrived: stop times measured here are upper bounds)."""
+        while True:
+            due = [(d, s.id) for s in self.servos.values()
+                   for d in (s.watchdog_deadline(),) if d is not None and d <= min(now, certain)]
+            if not due:
+                break
+            t_exp, sid = min(due)
+            s = self.servos[sid]
+            t_apply = t_exp if self._last_plant_t is None else max(t_exp, self._last_plant_t)
+            self._integrate_to(t_apply)
+            s.expire_watchdog()
+            self.watchdog_events.append({"id": sid, "mode": s.get(ct.OPERATING_MODE),
+                                         "last_instruction": s.last_instruction, "expired_at": t_exp,
+                                         "applied_at": t_apply})
+        self._integrate_to(now)
 
     def _sync_present(self) -> None:
-        self.step_plant()
+        with self._lock:
+            self._advance(time.monotonic(), time.monotonic())
 
     def _write_present(self, q, w, i) -> None:
         m = self.model
@@ -488,8 +571,12 @@ class ServoEmulator:
             except (OSError, ValueError):
                 time.sleep(0.01)
                 continue
+            t_wake = time.monotonic()
+            t_prev, self._t_prev_wake = self._t_prev_wake, t_wake
+            if t_prev is None:
+                t_prev = t_wake
             if not r:
-                late = time.monotonic() - t_wait - self.plant_period
+                late = t_wake - t_wait - self.plant_period
                 if late > self.timing["max_wakeup_late"]:
                     self.timing["max_wakeup_late"] = late
             if self._wake_r in r:
@@ -500,9 +587,8 @@ class ServoEmulator:
                 continue
             if master is None or master not in r:
                 with self._lock:
-                    # idle: the servos keep moving in real time
-                    if self._last_plant_t is None or time.monotonic() - self._last_plant_t >= self.plant_period:
-                        self.step_plant()
+                    # idle: the servos keep moving in real time (nothing arrived by t_wake: expiries are certain)
+                    self._advance(t_wake, t_wake)
                     # a partial packet that never completed is a truncated request
                     if self._parser.check_timeout(0.1):
                         self.stats["bad_packets"] += 1
@@ -521,12 +607,16 @@ class ServoEmulator:
             if not data:
                 continue
             t_read = time.monotonic()
-            self._handle_bytes(data)
+            self._handle_bytes(data, t_wake, t_prev)
             took = time.monotonic() - t_read
             if took > self.timing["max_handling"]:
                 self.timing["max_handling"] = took
 
-    def _handle_bytes(self, data: bytes) -> None:
+    def _handle_bytes(self, data: bytes, t_arrived: Optional[float] = None,
+                      t_certain: Optional[float] = None) -> None:
+        """Serve the packets in *data*, which arrived by *t_arrived* and after *t_certain* (see _advance)."""
+        t_arrived = time.monotonic() if t_arrived is None else t_arrived
+        t_certain = t_arrived if t_certain is None else t_certain
         with self._lock:
             st = self._parser.stats
             crc0, tr0 = st.crc_errors, st.truncated
@@ -541,9 +631,11 @@ class ServoEmulator:
             name = p.INSTRUCTION_NAMES.get(pkt.instruction, hex(pkt.instruction))
             self.instruction_counts[name] = self.instruction_counts.get(name, 0) + 1
             with self._lock:
-                self.step_plant()
+                self._advance(max(time.monotonic(), t_arrived), t_certain)
+                for sid in self._addressed(pkt):
+                    self.servos[sid].last_instruction = t_arrived      # resets its Bus Watchdog timer
                 replies = self._dispatch(pkt)
-                self.step_plant()  # goals may have changed (torque, current)
+                self._advance(time.monotonic(), t_certain)  # goals may have changed (torque, current)
             if not replies:
                 continue
             if self._silent:
@@ -590,6 +682,32 @@ class ServoEmulator:
 
     def _status(self, s: EmulatedServo, code: int = 0, params: bytes = b"") -> bytes:
         return p.build_status(s.id, s.status_error(code), params)
+
+    def _addressed(self, pkt: p.Packet) -> List[int]:
+        """Ids of the emulated servos a valid instruction packet is addressed to: its id, or a broadcast that
+        applies to every servo (PING, WRITE, REBOOT, ...) or names it (SYNC/BULK READ/WRITE). Each of them
+        restarts its Bus Watchdog timer ("communication: all the Instruction Packets"); a packet for another
+        id, or a corrupt one, does not."""
+        inst, sid, prm = pkt.instruction, pkt.servo_id, pkt.params
+        if sid != p.BROADCAST_ID:
+            return [sid] if sid in self.servos else []
+        if inst in (p.INST_SYNC_READ, p.INST_FAST_SYNC_READ):
+            named = list(prm[4:])
+        elif inst == p.INST_SYNC_WRITE:
+            n = p.from_le(prm[2:4]) if len(prm) >= 4 else 0
+            named = list(prm[4::n + 1]) if n else []
+        elif inst in (p.INST_BULK_READ, p.INST_FAST_BULK_READ):
+            named = list(prm[0::5])
+        elif inst == p.INST_BULK_WRITE:
+            named, k = [], 0
+            while k + 5 <= len(prm):
+                named.append(prm[k])
+                k += 5 + p.from_le(prm[k + 3:k + 5])
+        elif inst == p.INST_READ:
+            named = []                      # not served as a broadcast
+        else:
+            named = list(self.ids)
+        return [i for i in dict.fromkeys(named) if i in self.servos]
 
     def _dispatch(self, pkt: p.Packet) -> List[bytes]:
         inst, sid, prm = pkt.instruction, pkt.servo_id, pkt.params
