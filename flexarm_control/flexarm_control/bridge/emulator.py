@@ -26,6 +26,13 @@ goal current (A), goal position (rad), goal velocity (rad/s) and current limit
 ``J dw/dt = k_t i - b w`` per servo (with a current-limited PD loop in the
 position modes).
 
+Bus Watchdog (98), as the e-Manual describes it (test_dxl_watchdog.py checks each statement): armed with
+1..127 (x 20 ms) it stops a servo whose torque is on when no valid instruction addressed to it (its id, a
+broadcast, a SYNC/BULK naming it) arrived for that long; the stop is decided at that exact instant (the plant
+runs up to it with the old goals): current mode Goal Current 0 (no torque, the joint runs free), position modes
+a hold at the present position, velocity/PWM modes 0; 98 then reads -1 and Goal values are refused (Data Range
+Error) until 0 is written. ``watchdog_events`` records each expiry; ``on_plant_step`` sees every plant advance.
+
 Fault injection: :meth:`ServoEmulator.set_silent`,
 :meth:`ServoEmulator.corrupt_next`, :meth:`ServoEmulator.set_hardware_error`,
 :meth:`ServoEmulator.set_latency`, :meth:`ServoEmulator.stall` (late replies),
