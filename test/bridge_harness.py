@@ -13,9 +13,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 class Watched:
     """A child process whose stdout and stderr lines are collected by threads (never blocks the test)."""
 
-    def __init__(self, args, env=None, stdin=False):
+    def __init__(self, args, env=None, stdin=False, python=True):
+        """*args* after the Python interpreter (python=False: the whole argv, e.g. an installed executable)."""
         self.t_start = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, *args], env=env, text=True, bufsize=1,
+        self.proc = subprocess.Popen([sys.executable, *args] if python else list(args), env=env, text=True, bufsize=1,
                                      stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out, self.err = [], []

@@ -40,6 +40,7 @@ class Raw:
         self.fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         tty.setraw(self.fd)
         self.parser = p.PacketParser()
+        self.pending = []                 # status packets parsed and not yet taken, in arrival order
 
     def close(self):
         os.close(self.fd)
@@ -52,18 +53,21 @@ class Raw:
         os.write(self.fd, bytes(pkt))
         return t
 
-    def status(self, sid, timeout=2.0):
+    def status(self, sid, timeout=10.0):
+        """The next status packet from *sid* (in arrival order)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
+            for k, pkt in enumerate(self.pending):
+                if pkt.servo_id == sid:
+                    return self.pending.pop(k)
+            if time.monotonic() > deadline:
+                raise AssertionError(f'no status from servo {sid}')
             try:
                 data = os.read(self.fd, 4096)
             except BlockingIOError:
                 time.sleep(0.0005)
                 continue
-            for pkt in self.parser.feed(data):
-                if pkt.is_status and pkt.servo_id == sid:
-                    return pkt
-        raise AssertionError(f'no status from servo {sid}')
+            self.pending += [pkt for pkt in self.parser.feed(data) if pkt.is_status]
 
     def write(self, sid, item, value):
         """Status error byte of a WRITE (0 = accepted)."""
@@ -161,6 +165,7 @@ def test_every_instruction_addressed_to_the_servo_restarts_the_timer(emu, raw):
     while time.monotonic() < t_end:
         if k % 2:
             raw.send(p.BROADCAST_ID, p.INST_SYNC_READ, p.read_params(ct.PRESENT_POSITION.address, 4) + bytes([2]))
+            raw.status(2)
         else:
             raw.ping(2)
         raw.send(1, p.INST_PING, corrupt=True)           # bad CRC: not an instruction
@@ -176,8 +181,10 @@ def test_every_instruction_addressed_to_the_servo_restarts_the_timer(emu, raw):
     while time.monotonic() < t_end:
         if k % 3 == 0:
             raw.send(p.BROADCAST_ID, p.INST_SYNC_READ, p.read_params(ct.PRESENT_POSITION.address, 4) + bytes([1, 2]))
+            raw.status(1), raw.status(2)
         elif k % 3 == 1:
             raw.send(p.BROADCAST_ID, p.INST_PING)
+            raw.status(1), raw.status(2)
         else:
             raw.send(p.BROADCAST_ID, p.INST_WRITE, p.write_params(ct.LED.address, b'\x01'))
         k += 1
@@ -271,3 +278,21 @@ def test_stop_per_operating_mode(emu, raw, mode):
         assert wait_until(lambda: abs(raw.read(1, ct.PRESENT_VELOCITY)) <= 2, 3.0)
         assert abs(raw.read(1, ct.PRESENT_POSITION) - goal) < 200   # held near it (after the overshoot)
     assert e['mode'] == mode
+
+
+def test_the_emulators_own_lateness_never_stops_a_servo(emu, raw):
+    """Both servos armed at 200 ms; the client pings servo 1 and servo 2 in turn, each as soon as the previous
+    answer is in - but the emulator answers one ping 0.6 s late (descheduled; ``stall``). Real servos answer at
+    once: the client's silence towards servo 2 is the emulator's doing, so its watchdog must not expire. Then
+    the client goes silent itself: both expire, 200 ms after their last instruction (the held time included)."""
+    arm(raw, 1, 10)
+    arm(raw, 2, 10)
+    for k in range(12):
+        if k == 5:
+            emu.stall(0.6)
+        raw.ping(1 + k % 2)
+    assert wait_until(lambda: emu.timing.get('servo_clock_paused', 0.0) >= 0.6, 2.0)
+    assert not emu.watchdog_events, emu.watchdog_events
+    assert wait_until(lambda: len(emu.watchdog_events) == 2, 2.0)
+    for e in emu.watchdog_events:
+        assert e['expired_at'] - e['last_instruction'] == pytest.approx(10 * UNIT, abs=1e-9)

@@ -374,7 +374,7 @@ class BridgeCore:
             if i not in self._wd_counted:
                 self._wd_counted.add(i)
                 self.watchdog_trips[i] += 1
-        cause = (f'the bridge sent nothing for {gap:.3f} s' if gap > self.wd_period
+        cause = (f'the bridge sent a servo nothing for {gap:.3f} s' if gap > self.wd_period
                  else 'instructions lost on the link')
         self._fault(f'Bus Watchdog stopped servo(s) {expired}: no instruction reached them for more than '
                     f'{self.wd_period:g} s ({cause}); they refuse goals until it is cleared (reconnect)', now)
@@ -578,8 +578,8 @@ class BridgeCore:
         if unconfirmed:
             msg += f' (servo(s) {unconfirmed} had not confirmed it at the fault)'
         if cleared:
-            msg += (f'; servo(s) {cleared} had been stopped by their Bus Watchdog (no instruction for > '
-                    f'{self.wd_period:g} s): cleared')
+            msg += (f'; servo(s) {cleared} had been stopped by their Bus Watchdog (no instruction reached them within '
+                    'its time' + (f', {self.wd_period:g} s' if self.wd_units else '') + '): cleared')
         self.log('warn' if cleared or unconfirmed else 'info', msg + '; call ~/enable')
         return True
 

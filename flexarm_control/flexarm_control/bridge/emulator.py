@@ -153,6 +153,8 @@ class EmulatedServo:
         self.table = bytearray(TABLE_BYTES)
         # monotonic time this servo last received a valid instruction packet addressed to it (Bus Watchdog timer)
         self.last_instruction: Optional[float] = None
+        self.last_instruction_after: Optional[float] = None   # ... which arrived after this (see ServoEmulator._advance)
+        self.last_received: Optional[float] = None   # last_instruction before the emulator's own pauses were added
         self.factory_reset()
 
     def factory_reset(self) -> None:
@@ -327,8 +329,9 @@ class ServoEmulator:
         # how late the serving thread woke from an idle wait (the process was not scheduled) and the longest
         # time from reading a request to writing its replies, s: evidence when a client sees reply timeouts
         self.timing: Dict[str, float] = {"max_wakeup_late": 0.0, "max_handling": 0.0}
-        # Bus Watchdog: every expiry as {id, mode, last_instruction, expired_at, applied_at} (monotonic s; the
-        # plant runs with the stop from applied_at, normally = expired_at); on_plant_step(t) is called (lock held)
+        # Bus Watchdog: every expiry as {id, mode, last_instruction, instruction_after, expired_at, applied_at}
+        # (monotonic s: the last instruction arrived in (instruction_after, last_instruction]; the plant runs with
+        # the stop from applied_at, normally = expired_at); on_plant_step(t) is called (lock held)
         # after each advance of the plant to wall time t, e.g. to record the arm's state
         self.watchdog_events: List[dict] = []
         self.on_plant_step: Optional[Callable[[float], None]] = None
@@ -545,7 +548,8 @@ class ServoEmulator:
             s.expire_watchdog()
             self.watchdog_events.append({"id": sid, "mode": s.get(ct.OPERATING_MODE),
                                          "last_instruction": s.last_instruction, "expired_at": t_exp,
-                                         "applied_at": t_apply})
+                                         "instruction_after": s.last_instruction_after,
+                                         "received": s.last_received, "applied_at": t_apply})
         self._integrate_to(now)
 
     def _sync_present(self) -> None:
@@ -562,7 +566,22 @@ class ServoEmulator:
             s.set(ct.MOVING, 1 if abs(w[k]) > m.rad_s_per_lsb else 0)
 
     # --- serving ------------------------------------------------------------------------------
+    def _pause_servo_clocks(self, seconds: float) -> None:
+        """A client may have waited *seconds* for this emulator (it answered late: busy, or descheduled with a
+        request pending); a real servo answers at once, so the client's next instruction came that much later than
+        it would have: the servos' Bus Watchdog timers are held for that time - never a stop caused by the
+        emulator's own lateness (a client that is silent by itself is not waiting: no pause)."""
+        if seconds <= 0:
+            return
+        with self._lock:
+            for s in self.servos.values():
+                if s.last_instruction is not None:
+                    s.last_instruction += seconds
+            self.timing["servo_clock_paused"] = self.timing.get("servo_clock_paused", 0.0) + seconds
+
     def _serve(self) -> None:
+        t_ready = None                   # when the previous select returned (the thread stopped waiting)
+        answered = False                 # the previous iteration sent replies (a client waited for them)
         while not self._stop:
             if self._want_close:
                 with self._lock:
@@ -582,6 +601,13 @@ class ServoEmulator:
             t_prev, self._t_prev_wake = self._t_prev_wake, t_wake
             if t_prev is None:
                 t_prev = t_wake
+            # the client waited for us: while we handled its requests until the replies went out and we were back
+            # in select (a real servo: no time), and while a request waited for us beyond select's timeout
+            pause = (t_wait - t_ready) if answered and t_ready is not None else 0.0
+            if master is not None and master in r:
+                pause += max(0.0, t_wake - t_wait - self.plant_period)
+            self._pause_servo_clocks(pause)
+            t_ready, answered = t_wake, False
             if not r:
                 late = t_wake - t_wait - self.plant_period
                 if late > self.timing["max_wakeup_late"]:
@@ -614,14 +640,16 @@ class ServoEmulator:
             if not data:
                 continue
             t_read = time.monotonic()
-            self._handle_bytes(data, t_wake, t_prev)
+            answered = self._handle_bytes(data, t_wake, t_prev)
             took = time.monotonic() - t_read
             if took > self.timing["max_handling"]:
                 self.timing["max_handling"] = took
 
     def _handle_bytes(self, data: bytes, t_arrived: Optional[float] = None,
-                      t_certain: Optional[float] = None) -> None:
-        """Serve the packets in *data*, which arrived by *t_arrived* and after *t_certain* (see _advance)."""
+                      t_certain: Optional[float] = None) -> bool:
+        """Serve the packets in *data*, which arrived by *t_arrived* and after *t_certain* (see _advance); True
+        if replies were sent."""
+        answered = False
         t_arrived = time.monotonic() if t_arrived is None else t_arrived
         t_certain = t_arrived if t_certain is None else t_certain
         with self._lock:
@@ -640,7 +668,9 @@ class ServoEmulator:
             with self._lock:
                 self._advance(max(time.monotonic(), t_arrived), t_certain)
                 for sid in self._addressed(pkt):
-                    self.servos[sid].last_instruction = t_arrived      # resets its Bus Watchdog timer
+                    s = self.servos[sid]
+                    s.last_instruction = s.last_received = t_arrived      # restarts its Bus Watchdog timer
+                    s.last_instruction_after = t_certain
                 replies = self._dispatch(pkt)
                 self._advance(time.monotonic(), t_certain)  # goals may have changed (torque, current)
             if not replies:
@@ -651,6 +681,8 @@ class ServoEmulator:
             if self.latency > 0:
                 time.sleep(self.latency)
             self._send(replies)
+            answered = True
+        return answered
 
     def _send(self, replies: List[bytes]) -> None:
         out = bytearray()

@@ -301,7 +301,7 @@ class ServoBus:
         self.firmware: Dict[int, Optional[int]] = {i: None for i in self.ids}      # from the PING replies
         self.bus_watchdog: Dict[int, int] = {}       # Bus Watchdog (98) per id as last read (-1: it had expired)
         self.watchdog_cleared: List[int] = []        # ids found expired (-1) by the last configure(), then cleared
-        self.last_tx_all = -math.inf                 # time.monotonic() of the last instruction to every servo
+        self.last_tx: Dict[int, float] = {i: -math.inf for i in self.ids}   # last instruction sent to each servo
         self.last_command_current = np.zeros(len(self.joints))
         self.port = None
         self.ph = dxl.PacketHandler(2.0)
@@ -399,7 +399,22 @@ class ServoBus:
         tx = [0] * (n + 7)
         tx[_ID], tx[5], tx[6], tx[_INST] = sid, n & 0xFF, n >> 8, instruction
         tx[8:8 + len(params)] = list(params)
-        return self._tx(lambda: self.ph.txPacket(self.port, tx))
+        res = self._tx(lambda: self.ph.txPacket(self.port, tx))
+        if res == COMM_SUCCESS:
+            self._sent(self.ids if sid == BROADCAST_ID else (sid,))
+        return res
+
+    def _sent(self, ids) -> None:
+        """Instructions to *ids* just went out (each servo's Bus Watchdog restarts when it gets one)."""
+        now = time.monotonic()
+        for sid in ids:
+            if sid in self.last_tx:
+                self.last_tx[sid] = now
+
+    @property
+    def last_tx_all(self) -> float:
+        """When the servo that was addressed longest ago got its last instruction (time.monotonic())."""
+        return min(self.last_tx.values())
 
     def _next_status(self):
         """The next status packet that arrived by the deadline: (Packet, COMM_SUCCESS), (None,
@@ -656,8 +671,7 @@ class ServoBus:
             return {i: "port not open" for i in self.ids}
         a = ct.TORQUE_ENABLE.address
         try:
-            if self._send(BROADCAST_ID, INST_WRITE, (a & 0xFF, a >> 8, 0)) == COMM_SUCCESS:
-                self.last_tx_all = time.monotonic()
+            self._send(BROADCAST_ID, INST_WRITE, (a & 0xFF, a >> 8, 0))
             if self._desync and self._resync() != COMM_SUCCESS:
                 return {i: "no answer (broadcast torque off sent, not confirmed)" for i in self.ids}
         except _PORT_EXC as exc:
@@ -719,7 +733,7 @@ class ServoBus:
             if res != COMM_SUCCESS:
                 self._desync = True
                 return blocks, status_errors, (self.ids[0], res, "sync read tx: " + self._result_text(res))
-            self.last_tx_all = time.monotonic()
+            self._sent(self.ids)
             self._set_reply_timeout((_STATUS_OVERHEAD + length) * len(self.ids))
             for sid in self.ids:
                 pkt, res = self._receive(sid, length)
@@ -830,8 +844,7 @@ class ServoBus:
         if res != COMM_SUCCESS:
             self.counters.write_failures += 1
             return False
-        if len(group.data_dict) == len(self.ids):
-            self.last_tx_all = time.monotonic()
+        self._sent(group.data_dict)
         return True
 
     def write_efforts(self, tau: Sequence[float]) -> bool:
