@@ -427,3 +427,85 @@ def test_position_joints_are_held(tmp_path, ros_env):
     assert set(a['stops']) == {1, 2}
     assert (np.abs(a['q_end'] - a['q_stated']) <= 0.05).all(), (a['q_end'], a['q_stated'])
     assert a['energy_end'] < a['energy_stop']
+
+
+def test_slow_and_lossy_links(tmp_path, ros_env):
+    """The link's other faults, against the bridge's core on a thread (the node's loop without ROS) and the same
+    emulated arm: a link that delays every byte 20 ms keeps the servos fed (late but regularly: nothing stops);
+    one that delays them 150 ms (> bus_watchdog) leaves the servos without an instruction for 150 ms when it
+    starts and makes the bridge's round trips 0.3 s apart: they stop, the bridge finds them stopped (a FAULT naming
+    the Bus Watchdog), reconnects and reports it once the delay is gone; one that loses half of what the bridge
+    sends makes it fault by its read-error rules, and any servo that went without instructions meanwhile is
+    stopped and reported."""
+    from bridge_harness import BridgeLoop
+
+    from flexarm_control.bridge.config import BridgeConfig, flatten
+    from flexarm_control.bridge.core import DISABLED, ENABLED, FAULT, BridgeCore
+    from flexarm_control.bridge.servo_bus import ServoBus
+
+    link_path = str(tmp_path / 'ttyLOSSY')
+    doc = yaml.safe_load(open(SHIPPED))
+    bp = doc['hardware_bridge']['ros__parameters']
+    bp.update(read_timeout=0.5, port=link_path)
+    params = tmp_path / 'bridge.yaml'
+    params.write_text(yaml.safe_dump(doc))
+    link = Watched([os.path.join(ROOT, 'test', 'nodes', 'faulty_link.py'), ARM, str(params), link_path],
+                   env=ros_env, stdin=True)
+    loop = None
+
+    def cmd(line):
+        n0 = len(link.out)
+        link.proc.stdin.write(line + '\n')
+        link.proc.stdin.flush()
+        k = link.wait_line(lambda s: s.startswith(('ok ', 'error ')), 30.0, which='out', start=n0)
+        assert link.out[k].startswith('ok '), link.out[k]
+
+    try:
+        link.wait_line(lambda s: s == link_path, 120.0, which='out')
+        cfg = BridgeConfig.from_mapping(flatten(bp))
+        logs = []
+        core = BridgeCore(cfg, ServoBus(cfg.bus_config()), log=lambda lvl, m: logs.append(m))
+        loop = BridgeLoop(core, command=[0.05, -0.05])
+
+        def enable():
+            if core.state != DISABLED:
+                loop.wait_state(DISABLED, 60.0)
+            req = core.request('enable')
+            assert req.success, req.message
+            return loop.wait_state(ENABLED, 10.0)
+
+        enable()
+        cmd('delay 0.02')
+        time.sleep(2.0)
+        assert core.state == ENABLED and core.fault_count == 0, core.last_fault
+        cmd('delay 0')
+        time.sleep(0.5)
+        faults0 = core.fault_count
+        cmd('delay 0.15')
+        t_fault = loop.wait_state(FAULT, 30.0, after=time.monotonic())
+        cmd('delay 0')
+        assert 'Bus Watchdog stopped servo(s) [1, 2]' in core.last_fault, core.last_fault
+        loop.wait_state(DISABLED, 30.0, after=t_fault)
+        assert any('had been stopped by their Bus Watchdog' in m for m in logs)
+        print(f'\ndelay 0.15 s: "{core.last_fault}"')
+        enable()
+        cmd('drop 0.5 to_servos')
+        t_fault = loop.wait_state(FAULT, 30.0, after=time.monotonic())
+        print(f'drop 50 %: "{core.last_fault}"')
+        cmd('drop 0 to_servos')
+        loop.wait_state(DISABLED, 30.0, after=t_fault)
+        assert core.fault_count > faults0 + 1
+        path = str(tmp_path / 'lossy.npz')
+        cmd(f'dump {path}')
+        info = json.loads(str(np.load(path)['info']))
+        expiries = [e for e in info['watchdog'] if e['expired_at'] > t_fault - 5.0]
+        reported = [m for m in logs if 'had been stopped by their Bus Watchdog' in m]
+        print(f'drop 50 %: {len(expiries)} servo stop(s) by the Bus Watchdog, {len(reported) - 1} reported')
+        if expiries:                          # every stop the link caused was found and reported
+            assert len(reported) >= 2
+    finally:
+        if loop is not None:
+            loop.stop()
+        if link.proc.poll() is None:
+            cmd('quit')
+            link.proc.wait(20)

@@ -375,7 +375,7 @@ class BridgeCore:
                 self._wd_counted.add(i)
                 self.watchdog_trips[i] += 1
         cause = (f'the bridge sent a servo nothing for {gap:.3f} s' if gap > self.wd_period
-                 else 'instructions lost on the link')
+                 else 'instructions lost or held up on the link')
         self._fault(f'Bus Watchdog stopped servo(s) {expired}: no instruction reached them for more than '
                     f'{self.wd_period:g} s ({cause}); they refuse goals until it is cleared (reconnect)', now)
         return True
