@@ -48,7 +48,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_harness import ROOT, Watched  # noqa: E402
 
-pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(300)]
 
 CONFIG = os.path.join(ROOT, 'flexarm_bringup', 'config')
 ARM = os.path.join(CONFIG, 'arms', 'deluca_two_link.yaml')
