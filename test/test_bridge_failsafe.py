@@ -28,8 +28,8 @@ cut again - no servo stops, each keeps its last Goal Current for the whole outag
 0.05 rad of where it was then.
 
 The figures are printed as the fault table (time to stop, the arm's motion after the stated stop time, energy,
-recovery). Timeouts: the bridge's reply timeout and command watchdog and the controller's state timeout are raised
-to 0.5 s (a loaded machine deschedules processes for longer than the shipped ~35 ms / 0.2 s / 0.1 s, which the
+recovery). Timeouts: the bridge's reply timeout is raised to 0.5 s, its command watchdog and the controller's state
+timeout to 1 s (a loaded machine deschedules processes for longer than the shipped ~35 ms / 0.2 s / 0.1 s, which the
 bridge or the controller would take for an outage before the fault); the servos' side is the shipped one.
 """
 import json
@@ -65,13 +65,13 @@ class Rig:
 
     def __init__(self, tmp_path, env, bus_watchdog=None, mode='current'):
         self.tmp, self.env = str(tmp_path), env
-        # the shipped file, but for the reply timeout and the command watchdog: a loaded 2-core machine can
-        # deschedule the emulator process or the controller for longer than the SDK's ~35 ms / 0.2 s, which the
-        # bridge would take for an outage before the test's fault (the emulated servos' Bus Watchdog does not count
-        # the time the bridge waits for a late emulator: ServoEmulator._pause_servo_clocks)
+        # the shipped file, but for the reply timeout (0.5 s) and the command watchdog (1 s, < OUTAGE): a loaded
+        # 2-core machine can deschedule the emulator process or the controller for longer than the SDK's ~35 ms /
+        # 0.2 s, which the bridge would take for an outage before the test's fault (the emulated servos' Bus
+        # Watchdog does not count the time the bridge waits for a late emulator: ServoEmulator._pause_servo_clocks)
         doc = yaml.safe_load(open(SHIPPED))
         bp = doc['hardware_bridge']['ros__parameters']
-        bp.update(read_timeout=0.5, command_timeout=0.5)
+        bp.update(read_timeout=0.5, command_timeout=1.0)
         if bus_watchdog is not None:
             bp['bus_watchdog'] = bus_watchdog
         for j in bp['joints'].values():
@@ -104,7 +104,7 @@ class Rig:
         mode = self.mode
         self.link.wait_line(lambda s: s == self.link_path, 120.0, which='out')
         specs = hardware_nodes(ARM, 'pd_servo', params_file=params, port=self.link_path,
-                               controller_extra={'state_timeout': 0.5, 'command_interface':
+                               controller_extra={'state_timeout': 1.0, 'command_interface':
                                                  'effort' if mode == 'current' else 'position'})
         self.cmds = {s.name: command(s, self.tmp) for s in specs}
         self.procs = {name: Watched(argv, env=env, python=False) for name, argv in self.cmds.items()}

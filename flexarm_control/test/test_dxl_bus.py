@@ -5,6 +5,7 @@ are printed, never asserted.
 """
 import math
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -30,12 +31,18 @@ REPLY_TIMEOUT = 0.5
 
 
 class PatientPort(dxl.PortHandler):
-    """The SDK's port, unmodified but for its reply timeout: REPLY_TIMEOUT instead of ~35 ms (an in-process
-    emulator thread waits for the GIL and the CPU; the SDK's own timeout made these raw round trips fail ~1 run
-    in 2 after the core tests on a loaded machine: COMM_RX_TIMEOUT)."""
+    """The SDK's port, unmodified but for its reply timeout - REPLY_TIMEOUT instead of ~35 ms - and its polling:
+    the SDK reads the port in a busy loop while it waits for a reply, holding the GIL the in-process emulator
+    thread needs to answer (on a loaded machine these raw round trips failed ~1 run in 2 after the core tests:
+    COMM_RX_TIMEOUT); here each empty poll first waits up to 1 ms for a byte, with the GIL released."""
 
     def setPacketTimeout(self, packet_length):
         self.setPacketTimeoutMillis(1e3 * REPLY_TIMEOUT)
+
+    def readPort(self, length):
+        if not self.ser.in_waiting:
+            select.select([self.ser.fileno()], [], [], 0.001)
+        return super().readPort(length)
 
 
 def joints(ids=(1, 2), over=None):

@@ -335,7 +335,7 @@ class ServoEmulator:
         # after each advance of the plant to wall time t, e.g. to record the arm's state
         self.watchdog_events: List[dict] = []
         self.on_plant_step: Optional[Callable[[float], None]] = None
-        self._t_prev_wake: Optional[float] = None     # the serving thread's previous wake-up (see _advance)
+        self._t_empty: Optional[float] = None    # everything that arrived by then has been read (see _advance)
         self._master: Optional[int] = None
         self._slave: Optional[int] = None
         self._pts_name = ""
@@ -516,7 +516,7 @@ class ServoEmulator:
         serving thread's last wake-up applied)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            self._advance(now, now if self._t_prev_wake is None else min(now, self._t_prev_wake))
+            self._advance(now, now if self._t_empty is None else min(now, self._t_empty))
 
     def _integrate_to(self, t: float) -> None:
         dt = 0.0 if self._last_plant_t is None else t - self._last_plant_t
@@ -531,11 +531,12 @@ class ServoEmulator:
         """Advance the plant to *now*, stopping each servo whose Bus Watchdog expired by *certain* at its expiry
         instant (the plant integrates up to it with the old goals, from it with the stop).
 
-        *certain*: the time up to which no instruction can have arrived unseen. Bytes read at a wake-up of the
-        serving thread arrived between its previous wake-up and this one; a real servo would have seen them at
-        arrival, so an expiry after the previous wake-up is not decided on them (the emulator's own lateness -
-        a loaded machine - never stops a servo that was fed in time) and they count as received at this wake-up
-        (the latest instant they can have arrived: stop times measured here are upper bounds)."""
+        *certain*: the time up to which no instruction can have arrived unseen: when a select timed out (the
+        kernel had nothing for us then), or just before a read that took everything pending. Bytes read later
+        arrived after that instant; a real servo would have seen them at arrival, so an expiry after it is not
+        decided on them (the emulator's own lateness - a loaded machine - never stops a servo that was fed in
+        time) and they count as received when the read returned (the latest instant they can have arrived:
+        stop times measured here are upper bounds)."""
         while True:
             due = [(d, s.id) for s in self.servos.values()
                    for d in (s.watchdog_deadline(),) if d is not None and d <= min(now, certain)]
@@ -550,7 +551,10 @@ class ServoEmulator:
                                          "last_instruction": s.last_instruction, "expired_at": t_exp,
                                          "instruction_after": s.last_instruction_after,
                                          "received": s.last_received, "applied_at": t_apply})
-        self._integrate_to(now)
+        # an expiry not yet certain (after *certain*, by *now*): the plant waits for the decision at it, so that
+        # a stop decided later still starts at its instant (the plant lags by at most the uncertain interval)
+        pending = [d for d in (s.watchdog_deadline() for s in self.servos.values()) if d is not None and d <= now]
+        self._integrate_to(max(min(pending + [now]), self._last_plant_t or -math.inf))
 
     def _sync_present(self) -> None:
         with self._lock:
@@ -598,9 +602,8 @@ class ServoEmulator:
                 time.sleep(0.01)
                 continue
             t_wake = time.monotonic()
-            t_prev, self._t_prev_wake = self._t_prev_wake, t_wake
-            if t_prev is None:
-                t_prev = t_wake
+            if self._t_empty is None:
+                self._t_empty = t_wait
             # the client waited for us: while we handled its requests until the replies went out and we were back
             # in select (a real servo: no time), and while a request waited for us beyond select's timeout
             pause = (t_wait - t_ready) if answered and t_ready is not None else 0.0
@@ -620,8 +623,11 @@ class ServoEmulator:
                 continue
             if master is None or master not in r:
                 with self._lock:
-                    # idle: the servos keep moving in real time (nothing arrived by t_wake: expiries are certain)
-                    self._advance(t_wake, t_wake)
+                    # idle: the servos keep moving in real time; nothing had arrived when select timed out (or
+                    # there is no port): expiries up to then are certain
+                    self._t_empty = max(self._t_empty, t_wake if master is None
+                                        else min(t_wake, t_wait + self.plant_period))
+                    self._advance(t_wake, self._t_empty)
                     # a partial packet that never completed is a truncated request
                     if self._parser.check_timeout(0.1):
                         self.stats["bad_packets"] += 1
@@ -630,6 +636,7 @@ class ServoEmulator:
             if self._stall > 0:
                 pause, self._stall = self._stall, 0.0
                 time.sleep(pause)
+            t_before = time.monotonic()
             try:
                 data = os.read(master, 4096)
             except OSError as exc:
@@ -640,7 +647,10 @@ class ServoEmulator:
             if not data:
                 continue
             t_read = time.monotonic()
-            answered = self._handle_bytes(data, t_wake, t_prev)
+            t_certain = self._t_empty
+            if len(data) < 4096:             # the read took everything that had arrived by t_before
+                self._t_empty = max(self._t_empty, t_before)
+            answered = self._handle_bytes(data, t_read, t_certain)
             took = time.monotonic() - t_read
             if took > self.timing["max_handling"]:
                 self.timing["max_handling"] = took
