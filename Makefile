@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make setup  - create .venv (ROS 2 wheels + pinned deps) and colcon-build the workspace"
-	@echo "make demo   - simulate the De Luca arm under modal feedback (ROS 2 nodes): summary, out/demo.png, out/demo.mcap"
+	@echo "make demo   - the De Luca arm's tip on its path (tip_tracking, ROS 2 nodes, lock-step): summary, out/demo.png, out/demo.mcap"
 	@echo "make test   - setup, then the whole test suite (all packages + system tests)"
 	@echo "make bench  - run the benchmarks and print tables"
 
@@ -21,7 +21,7 @@ test: setup
 DEMO_OUT ?= out
 demo: setup
 	@mkdir -p $(DEMO_OUT)
-	@$(ENV) flexarm run --arm deluca_two_link --controller modal --duration 6 --time-mode lockstep \
+	@$(ENV) flexarm run --arm deluca_two_link --controller tip_tracking --duration 6 --time-mode lockstep \
 		--record $(DEMO_OUT)/demo.mcap --plot $(DEMO_OUT)/demo.png
 
 bench: setup

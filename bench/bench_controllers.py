@@ -1,114 +1,150 @@
-"""Controller benchmark (in-process: control law + model + simulate, control period 1 ms).
+"""Controllers judged at the tip (issue 23): every controller x {nominal, perturbed plant} x every shipped arm.
 
-Task: a cycloidal move of every joint by 60 deg in 2.5 s from q = 0, then a 3 s hold (--quick: De Luca only,
-1.5 s hold). Arms: De Luca two-link (horizontal) and Naganathan's spatial 3R (gravity; RK4 sub-steps of 0.25 ms).
-Controllers: PD + rigid feedforward with the thesis gains (controller side, ZOH at 1 kHz, k_v capped by the
-sampling, k_p lowered to keep a damping ratio >= 0.3 where it is); PD servo on the plant side (ServoCompliantActuator
-with the thesis gains uncapped, evaluated every integration sub-step, the step short enough to resolve its
-velocity loop; command from the reference); modal LQR;
-computed torque (w_n = pi f_0); each without and with a ZV shaper on the lightly damped (zeta < 0.6) closed-loop
-modes at the target.
-Metrics: joint RMS tracking error (vs the law's own, possibly shaped, reference); peak tip deflection |tip - rigid
-tip at the measured joint angles|; residual tip vibration max |tip - tip at rest at the target| after the
-reference ends; 2 % settling time of the tip (band 2 % of the tip travel, from t = 0); peak |torque|; mean law
-update time (us; the modal law's gain-schedule cells along the reference are designed before the run, as the
-node designs them in a background thread; cells the measured configuration visits beyond them are designed
-inside the call and count).
+In-process, lock-step semantics (flexarm_control.moves.run_move: `simulate`, the torque computed from the state at
+t_k acts from t_k), control at 500 Hz. The task is the standard move: every joint by 60 deg in 2.5 s, cycloidal,
+from the nominal configuration, figures over 6 s from the start of the move (flexarm_control.figures). The perturbed
+plant has +20 % payload and -15 % E.I (and G.J); the controller keeps the nominal model (and plan).
+
+Columns: tip path error RMS / max (mm) against the desired tip path, tip error at the end of the move (2.5 s), ringing
+after the command ended (mm), 1 mm settling time (s from the start), largest link deflection (% of length) and whether
+it stays within the model's validity, peak torque (N m), planning time (s, tip_tracking). A move the planner cannot
+fit within the limits is reported as refused, with its reason.
+
+Then the robustness of the modal feedback (laws.modal.closed_loop_radius at the move's start, middle and end): the
+range of modal-coordinate scale for which the sampled loop stays stable, and whether the four payload x stiffness
+corners (+-20 %, +-15 %) are, for the lock-step design and the real-time one (designed for one period of delay).
+Last, the planning time of the standard move against its target (<= 2 s, De Luca arm).
+
+    python bench/bench_controllers.py [--quick]      (--quick: the De Luca arm only)
 """
 import argparse
 import math
-import os
 import sys
 import time
 
 import numpy as np
 
-from flexarm_control.laws import (ComputedTorque, ModalLQR, PDServo, PointToPoint, ServoCompliantActuator,
-                                  make_shaper, model_modes, static_equilibrium)
-from flexarm_control.laws.pd import naganathan_gains
-from flexarm_sim.model import load_model, simulate
-from flexarm_sim.plant.servo import servo_substeps
+from flexarm_control.controller.kinds import KINDS, law_class
+from flexarm_control.laws import make_shaper, model_modes
+from flexarm_control.laws.modal import closed_loop_radius
+from flexarm_control.moves import perturbed_model, run_move, standard_move
+from flexarm_control.planning import PlanError, plan_move
+from flexarm_sim.arms import resolve_arm, shipped_arms
+from flexarm_sim.model import load_model
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_bringup', 'config', 'arms')
-
-
-class Timed:
-    def __init__(self, law):
-        self.law, self.t = law, []
-
-    def __call__(self, t, z, zd):
-        t0 = time.perf_counter()
-        u = self.law(t, z, zd)
-        self.t.append(time.perf_counter() - t0)
-        return u
+DT = 0.002
+PLAN_TARGET_S = 2.0
 
 
-def run(model, law, q1, T, hold, dt, substeps, shaping):
-    n = model.n_joints
-    law.set_reference(PointToPoint(np.zeros(n), q1, T))
-    if shaping:
+def controllers():
+    """(label, factory(model) -> law): every registered kind, and the modal law with a ZVD shaper."""
+    out = [(k, (lambda m, k=k: law_class(k)(m, dt=DT))) for k in KINDS]
+
+    def modal_zvd(model):
+        law = law_class('modal')(model, dt=DT)
+        q1 = standard_move(model).q1
         f, zeta = model_modes(model, q1, 'closed_loop', K=law.feedback_matrix(q1))
-        sel = (zeta < 0.6) & (f < 0.25 / dt)
-        law.set_shaper(make_shaper('zv', f[sel][:2], zeta[sel][:2]) if np.any(sel) else None)
-    t_end = T + (law.shaper.duration if law.shaper is not None else 0.0)
-    if hasattr(law, 'prefetch'):     # gain-schedule designs ahead of the run, as the node does in the background
-        law.prefetch([law.reference.sample(t)[0] for t in np.linspace(0.0, t_end, 200)])
-    timed = Timed(law)
-    plant_side = isinstance(law, ServoCompliantActuator)
-    r = simulate(model, t_end + hold, law.dt if plant_side else dt, torque=timed,
-                 substeps=1 if plant_side else substeps, record_energy=False)
-    ref = np.array([law.reference.sample(t)[0] for t in r.t])
-    rms = math.sqrt(np.mean((r.q - ref) ** 2))
-    zr = r.z.copy()
-    zr[:, model.mode_index] = 0.0
-    stride = max(1, len(r.t) // 3000)
-    defl = max(np.linalg.norm(r.tip[k] - model.tip_pose(zr[k])[1]) for k in range(0, len(r.t), stride))
-    z_eq, _ = static_equilibrium(model, q1)
-    tip_ss = model.tip_pose(z_eq)[1]
-    dev = np.linalg.norm(r.tip - tip_ss, axis=1)
-    resid = float(np.max(dev[r.t >= t_end]))
-    band = 0.02 * np.linalg.norm(tip_ss - r.tip[0])
-    outside = np.nonzero(dev > band)[0]
-    settle = r.t[outside[-1] + 1] if outside.size and outside[-1] + 1 < len(r.t) else (
-        0.0 if not outside.size else math.inf)
-    return dict(rms=rms, defl=defl, resid=resid, settle=settle, tau=np.abs(r.tau).max(axis=0),
-                us=1e6 * np.mean(timed.t), faults=law.n_faults)
+        sel = (zeta < 0.6) & (f < 0.25 / DT)
+        law.set_shaper(make_shaper('zvd', f[sel][:2], zeta[sel][:2]) if np.any(sel) else None)
+        return law
+    out.insert(2, ('modal+zvd', modal_zvd))
+    return out
+
+
+def row(arm, label, plant_label, f):
+    mm = lambda v: 'n/a' if v is None else f'{1e3 * v:.3g}'
+    s = lambda v: 'never' if v is None else f'{v:.2f}'
+    defl = max(f['max_deflection_over_length'])
+    valid = 'yes' if f['model_valid'] else 'NO'
+    plan = f"{f['plan_time_s']:.2f}" if 'plan_time_s' in f else ''
+    print(f"| {arm} | {label} | {plant_label} | {mm(f['tip_rms_error_m'])} / {mm(f['tip_max_error_m'])} | "
+          f"{mm(f['end_of_move_tip_error_m'])} | {mm(f['residual_vibration_m'])} | {s(f['settling_time_1mm_s'])} | "
+          f"{100 * defl:.1f} ({valid}) | {', '.join(f'{x:.3g}' for x in f['peak_torque_nm'])} | {plan} |", flush=True)
+
+
+def figures_table(arms):
+    print('| arm | controller | plant | tip RMS / max (mm) | end of move (mm) | ringing (mm) | 1 mm settle (s) | '
+          'deflection % (valid) | peak torque (N m) | plan (s) |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
+    for arm in arms:
+        model = load_model(resolve_arm(arm))
+        plants = (('nominal', model), ('+20% payload, -15% EI', perturbed_model(model.spec, 1.2, 0.85)))
+        for label, make in controllers():
+            for plant_label, plant in plants:
+                try:
+                    _, f = run_move(make(model), plant)
+                except PlanError as e:
+                    print(f'| {arm} | {label} | {plant_label} | refused: {e} |||||||', flush=True)
+                    continue
+                except Exception as e:  # noqa: BLE001 - a diverging run is a result too
+                    print(f'| {arm} | {label} | {plant_label} | failed: {e!r} |||||||', flush=True)
+                    continue
+                row(arm, label, plant_label, f)
+
+
+def scale_range(law, model, qs, lo=0.3, hi=3.0):
+    """(smallest, largest) modal-coordinate scale with a stable loop at every q (bisection from 1)."""
+    def stable(s):
+        return all(closed_loop_radius(law, model, q, s) < 1.0 for q in qs)
+    if not stable(1.0):
+        return None
+
+    def edge(a, b):                  # a stable, b unstable or the search bound
+        if stable(b):
+            return b
+        for _ in range(12):
+            c = 0.5 * (a + b)
+            a, b = (c, b) if stable(c) else (a, c)
+        return a
+    return edge(1.0, lo), edge(1.0, hi)
+
+
+def margins_table(arms):
+    print('\n| arm | feedback | design | stable modal scale | payload x E.I corners (+-20 %, +-15 %) |')
+    print('|---|---|---|---|---|')
+    for arm in arms:
+        model = load_model(resolve_arm(arm))
+        if not model.mode_index.size:
+            continue
+        q0 = np.asarray(model.spec.nominal_configuration, dtype=float)
+        qs = [q0, q0 + math.radians(30), q0 + math.radians(60)]
+        corners = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
+        for kind in ('modal', 'tip_tracking'):
+            for design, delay in (('lock-step', 0.0), ('real time (1 period delay)', DT)):
+                law = law_class(kind)(model, dt=DT, input_delay=delay)
+                r = scale_range(law, model, qs)
+                rng = 'unstable' if r is None else f'x{r[0]:.2f} - x{r[1]:.2f}'
+                ok = [max(closed_loop_radius(law, p, q) for q in qs) for p in corners]
+                corner = 'all stable' if max(ok) < 1 else \
+                    f'{sum(x >= 1 for x in ok)} of 4 unstable (worst radius {max(ok):.5f})'
+                print(f'| {arm} | {kind} | {design} | {rng} | {corner} |', flush=True)
+
+
+def plan_time(arm='deluca_two_link'):
+    model = load_model(resolve_arm(arm))
+    ref = standard_move(model)
+    plan_move(model, ref, DT, max_iterations=1)                      # kernels warm
+    w, c = [], []
+    for _ in range(3):
+        t0, c0 = time.perf_counter(), time.process_time()
+        p = plan_move(model, ref, DT)
+        w.append(time.perf_counter() - t0)
+        c.append(time.process_time() - c0)
+    print(f'\nplanning the standard move ({arm}, 500 Hz grid, {p.info["knots"]} knots x {model.n_joints} joints, '
+          f'{p.info["iterations"]} iterations): wall best {min(w):.2f} s, median {float(np.median(w)):.2f} s of 3 '
+          f'(target <= {PLAN_TARGET_S:g} s: ratio {min(w) / PLAN_TARGET_S:.2f}); CPU {min(c):.2f} s (the wall time of '
+          f'an idle machine; on a loaded one the wall time is longer); planned tip RMS {1e3 * p.info["tip_rms_m"]:.3f} '
+          f'mm, max {1e3 * p.info["tip_max_m"]:.3f} mm')
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--quick', action='store_true')
-    a = ap.parse_args(argv)
-    arms = [('deluca_two_link', 1)] if a.quick else [('deluca_two_link', 1), ('spatial_3r', 4)]
-    hold = 1.5 if a.quick else 3.0
-    dt = 1e-3
-    for arm, sub in arms:
-        model = load_model(os.path.join(ARMS, arm + '.yaml'))
-        n = model.n_joints
-        q1 = np.full(n, math.pi / 3)
-        task = [np.zeros(n), q1]
-        sub_servo = max(sub, servo_substeps(model, naganathan_gains(model, task=task)[1], dt))
-        laws = {
-            'PD (thesis gains)': lambda: PDServo(model, task=task, dt=dt),
-            'PD servo, plant side': lambda: ServoCompliantActuator(model, task=task, dt=dt / sub_servo),
-            'modal LQR': lambda: ModalLQR(model, dt=dt),
-            'computed torque': lambda: ComputedTorque(model, dt=dt),
-        }
-        print(f'\n{arm}: 60 deg cycloid of every joint in 2.5 s, {hold} s hold, control 1 kHz, '
-              f'RK4 {dt / sub * 1e3:.2f} ms (plant-side servo: {dt / sub_servo * 1e6:.1f} us)')
-        print(f'{"controller":34s} {"RMS e_q":>9s} {"tip defl":>9s} {"resid":>9s} {"settle":>7s} '
-              f'{"peak |tau| (N m)":>26s} {"us/upd":>7s}')
-        for name, mk in laws.items():
-            for shaping in (False, True):
-                try:
-                    m = run(model, mk(), q1, 2.5, hold, dt, sub, shaping)
-                except Exception as e:     # report, keep going
-                    print(f'{name + (" + ZV" if shaping else ""):34s} failed: {e}')
-                    continue
-                tau = ' '.join(f'{x:7.2f}' for x in m['tau'])
-                print(f'{name + (" + ZV" if shaping else ""):34s} {m["rms"]:9.2e} {m["defl"]:9.2e} '
-                      f'{m["resid"]:9.2e} {m["settle"]:7.2f} {tau:>26s} {m["us"]:7.1f}'
-                      + (f'  faults {m["faults"]}' if m['faults'] else ''), flush=True)
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--quick', action='store_true', help='the De Luca arm only')
+    args, _ = ap.parse_known_args(argv)
+    arms = ['deluca_two_link'] if args.quick else shipped_arms()
+    figures_table(arms)
+    margins_table(arms)
+    plan_time()
     return 0
 
 

@@ -1,6 +1,11 @@
+import os
+import runpy
+
 from setuptools import find_packages, setup
 
 package_name = 'flexarm_control'
+KINDS = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), package_name, 'controller',
+                                    'kinds.py'))['KINDS']
 
 setup(
     name=package_name,
@@ -18,9 +23,8 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'pd_servo = flexarm_control.entry:pd_servo',
-            'modal = flexarm_control.entry:modal',
-            'computed_torque = flexarm_control.entry:computed_torque',
+            # one executable per controller kind (controller/kinds.py), all the same entry point
+            *(f'{kind} = flexarm_control.entry:controller' for kind in KINDS),
             'hardware_bridge = flexarm_control.entry:hardware_bridge',
             'state_estimator = flexarm_control.entry:state_estimator',
             'dxl_emulator = flexarm_control.bridge.emulator:main',

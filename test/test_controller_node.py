@@ -41,9 +41,13 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
                               and node.count_publishers('/flexarm/effort_command') >= 1, 60.0)
         assert matched, proc.stderr.read() if proc.poll() is not None else 'controller did not appear'
 
-        def state(step, q):
+        from flexarm_sim.arms import arm_id
+        from flexarm_sim.model import load_arm
+        own_id = arm_id(ARM, load_arm(ARM).name)
+
+        def state(step, q, arm=own_id):
             msg = FlexState(step=step, joint_names=['shoulder', 'elbow'], position=list(q),
-                            velocity=[0.0, 0.0])
+                            velocity=[0.0, 0.0], arm_id=arm)
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(step * 10_000_000, 1_000_000_000)
             msg.links = [LinkDeflection(link_name=nm, modal_position=[0.0, 0.0], modal_velocity=[0.0, 0.0])
                          for nm in ('shoulder_link', 'elbow_link')]
@@ -78,16 +82,28 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
         bad = state(40, [float('nan'), 0.0])
         pub.publish(bad)
         other = state(41, [0.0, 0.0])
-        other.arm_id = 'spatial_3r:0123456789ab'
+        other.arm_id = 'spatial_3r:0123456789ab'          # another arm, another layout
+        other.joint_names = ['hip', 'shoulder']
         pub.publish(other)
         pub.publish(state(42, [0.0, 0.0]))
         assert _spin_until(rclpy, node, lambda: any(c.step == 43 for c in stamped), 10.0)
         assert not any(c.step in (41, 42) for c in stamped)
 
-        def rejected():
+        def rejected(n=2):
             vals = diag_values()
-            return vals and int(vals[-1]['states_rejected']) >= 2
+            return vals and int(vals[-1]['states_rejected']) >= n
         assert _spin_until(rclpy, node, rejected, 10.0)
+        # issue 28 item 5: a state that does not say its arm, or is no state of this arm (q = 1e300), is refused
+        # and counted; another arm's id with this arm's layout (a perturbed plant, `flexarm run --plant-arm`) is
+        # accepted, with a warning naming both ids
+        pub.publish(state(50, [0.0, 0.0], arm=''))
+        pub.publish(state(51, [1e300, 0.0]))
+        pub.publish(state(52, [0.0, 0.0], arm='deluca_perturbed:feedfacecafe'))
+        assert _spin_until(rclpy, node, lambda: any(c.step == 53 for c in stamped), 10.0)
+        assert not any(c.step in (51, 52) for c in stamped)
+        assert _spin_until(rclpy, node, lambda: rejected(4), 10.0)
+        assert 'implausible' in diag_values()[-1]['last_reject_reason']
+        assert diag_values()[-1]['states_of_other_arms'] == 'deluca_perturbed:feedfacecafe'
         # stop publishing state: commands stop within the timeout
         _spin_until(rclpy, node, lambda: False, 0.5)
         n = len(cmds)
@@ -97,3 +113,6 @@ def test_pd_node_commands_and_stops_on_state_timeout(spawn, ros_env, monkeypatch
     finally:
         rclpy.shutdown()
     assert proc.poll() is None, proc.stderr.read()
+    proc.terminate()
+    err = proc.communicate(timeout=30)[1]
+    assert err.count("states of arm 'deluca_perturbed:feedfacecafe' accepted") == 1 and own_id in err

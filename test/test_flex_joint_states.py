@@ -17,6 +17,10 @@ def _state(step, q, deltas, rates):
     msg.header.stamp.sec = 7
     msg.header.stamp.nanosec = step
     msg.step = step
+    from flexarm_sim.arms import arm_id, resolve_arm
+    from flexarm_sim.model import load_arm
+    path = resolve_arm('deluca_two_link')
+    msg.arm_id = arm_id(path, load_arm(path).name)           # a state says which arm it is (empty: refused)
     msg.joint_names = ['elbow', 'shoulder']                  # order differs from the arm's on purpose
     msg.position = [q[1], q[0]]
     msg.velocity = [0.0, 0.0]

@@ -92,7 +92,7 @@ def test_sim_launch_with_the_estimator_closes_the_loop_from_the_estimate(ros_env
     assert [s.name for s in specs] == ['plant', 'state_estimator', 'modal']
     plant, est, ctl = (s.overrides for s in specs)
     assert plant['sensors.encoders.enabled'] and plant['sensors.strain.gauges'] == est['sensors.strain.gauges']
-    assert ctl['state_topic'] == '/flexarm/state_estimate' and est['lockstep'] and ctl['lockstep']
+    assert ctl['state_topic'] == 'flexarm/state_estimate' and est['lockstep'] and ctl['lockstep']
     procs = {}
     try:
         for s in specs:

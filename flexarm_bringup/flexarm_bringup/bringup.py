@@ -3,8 +3,16 @@ used by the launch files (as launch_ros Node actions), by `flexarm run` (as proc
 spawn exactly these commands: CI has no `ros2 launch`). No ROS imports.
 
 `command(spec)` is the command line launch_ros builds for a Node action: the installed executable,
-`--ros-args -r __node:=<name>`, one `--params-file` per shipped file, then one for the overrides (a YAML file
-`{/<name>: {ros__parameters: overrides}}`, as launch_ros writes for a parameter dictionary).
+`--ros-args -r __node:=<name>` (`-r __ns:=<namespace>` outside the root namespace, and the bring-up's remappings),
+`--enclave <enclave>` with a keystore (flexarm_bringup/security.py), one `--params-file` per shipped file, then one
+for the overrides (a YAML file `{<fully qualified name>: {ros__parameters: overrides}}`, as launch_ros writes for a
+parameter dictionary).
+
+Namespaces (many arms on one domain): every topic and service name is relative (flexarm_sim/ros/names.py), so a
+bring-up in namespace /armB runs on /armB/flexarm/state, /armB/effort_controller/commands, /armB/flexarm/reset, ...
+The shipped parameter files' sections (`plant:`) name nodes in the root namespace; rcl matches a section by the
+node's fully qualified name, so outside the root namespace each shipped file is handed to the node as a copy keyed
+`/<namespace>/<name>` (`params_files_for`), written next to the overrides file.
 """
 from __future__ import annotations
 
@@ -14,13 +22,14 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from flexarm_control.controller.kinds import KINDS as CONTROLLERS     # one registration per controller
 from flexarm_sim.arms import arm_id, resolve_arm
+from flexarm_sim.ros import names
 from flexarm_sim.sensors import PRESETS as SENSOR_SETS
 from flexarm_sim.sensors import preset_values
 
-CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
 ESTIMATORS = ('none',) + SENSOR_SETS      # estimator:= a sensor set (flexarm_sim.sensors.preset_values), or none
-ESTIMATE_TOPIC = '/flexarm/state_estimate'
+ESTIMATE_TOPIC = names.STATE_ESTIMATE
 HARDWARE_ESTIMATORS = ('none', 'encoders')    # hardware measures joints only
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
 SHAPERS = ('none', 'zv', 'zvd')
@@ -34,10 +43,26 @@ class NodeSpec:
     name: str
     params_files: tuple = ()
     overrides: dict = field(default_factory=dict)
+    namespace: str = '/'
+    remappings: tuple = ()           # ((from, to), ...): names.remappings(namespace)
+    enclave: str = ''                # SROS2 enclave (a keystore was given), else ''
+
+    @property
+    def fqn(self) -> str:
+        """The node's fully qualified name (/plant, /armB/plant)."""
+        return names.resolve(self.name, self.namespace)
 
     def params_yaml(self) -> str:
         """The overrides as launch_ros writes them for a parameter dictionary."""
-        return yaml.safe_dump({'/' + self.name: {'ros__parameters': dict(self.overrides)}}, default_flow_style=False)
+        return yaml.safe_dump({self.fqn: {'ros__parameters': dict(self.overrides)}}, default_flow_style=False)
+
+    def ros_arguments(self) -> list:
+        """The ROS arguments beyond name and parameters: namespace, remappings, enclave (launch_ros: namespace=,
+        remappings=, ros_arguments=)."""
+        out = [] if self.namespace == '/' else ['-r', f'__ns:={self.namespace}']
+        for a, b in self.remappings:
+            out += ['-r', f'{a}:={b}']
+        return out + (['--enclave', self.enclave] if self.enclave else [])
 
 
 def share_dir(package: str) -> str:
@@ -61,7 +86,8 @@ def executable(package: str, name: str) -> str:
 def command(spec: NodeSpec, tmpdir: str | None = None) -> list:
     """The argv launch_ros runs for this node (the overrides go to a file in tmpdir)."""
     argv = [executable(spec.package, spec.executable), '--ros-args', '-r', f'__node:={spec.name}']
-    for f in spec.params_files:
+    argv += spec.ros_arguments()
+    for f in params_files_for(spec, tmpdir):
         argv += ['--params-file', f]
     if spec.overrides:
         fd, path = tempfile.mkstemp(prefix=f'launch_params_{spec.name}_', suffix='.yaml', dir=tmpdir)
@@ -69,6 +95,62 @@ def command(spec: NodeSpec, tmpdir: str | None = None) -> list:
             fh.write(spec.params_yaml())
         argv += ['--params-file', path]
     return argv
+
+
+def params_files_for(spec: NodeSpec, tmpdir: str | None = None) -> list:
+    """The parameter files to hand the node: the shipped ones as they are in the root namespace; outside it, copies
+    whose root-namespace section for this node (`<name>:` or `/<name>:`) is keyed by the node's fully qualified name
+    (rcl matches sections by it), written to tmpdir."""
+    if spec.namespace == '/':
+        return list(spec.params_files)
+    out = []
+    for path in spec.params_files:
+        with open(path) as f:
+            data = yaml.safe_load(f) or {}
+        keys = [k for k in (spec.name, '/' + spec.name) if k in data]
+        if not keys:
+            out.append(path)              # no section of this node: as given (the node warns, naming both)
+            continue
+        moved = {(spec.fqn if k in keys else k): v for k, v in data.items()}
+        fd, copy = tempfile.mkstemp(prefix=f'launch_params_{spec.name}_ns_', suffix='.yaml', dir=tmpdir)
+        with os.fdopen(fd, 'w') as fh:
+            yaml.safe_dump(moved, fh, default_flow_style=False)
+        out.append(copy)
+    return out
+
+
+def namespaced(specs, namespace='/', keystore: str = '') -> list:
+    """The specs of a bring-up in `namespace` (names.namespace: validated, '/' = root), with their enclaves when a
+    keystore is given (flexarm_bringup/security.py; its enclaves must exist: checked before anything starts)."""
+    import dataclasses
+    ns = names.namespace(namespace)
+    out = [dataclasses.replace(s, namespace=ns, remappings=tuple(names.remappings(ns))) for s in specs]
+    if str(keystore or '').strip():
+        from .security import enclave_for, check_keystore
+        out = [dataclasses.replace(s, enclave=enclave_for(s.executable, ns)) for s in out]
+        check_keystore(keystore, [s.enclave for s in out])
+    return out
+
+
+def launch_node_args(spec: NodeSpec, extra_parameters=()) -> dict:
+    """The keyword arguments of launch_ros's Node for a spec beyond package, executable and name: parameters (the
+    parameter files as params_files_for hands them, then extra_parameters), namespace, remappings, the enclave."""
+    kw = {'parameters': params_files_for(spec) + list(extra_parameters)}
+    if spec.namespace != '/':
+        kw['namespace'] = spec.namespace
+    if spec.remappings:
+        kw['remappings'] = [tuple(r) for r in spec.remappings]
+    if spec.enclave:
+        kw['ros_arguments'] = ['--enclave', spec.enclave]
+    return kw
+
+
+def security_environment(keystore) -> dict:
+    """The environment of a bring-up under DDS-Security with this keystore ({} without one)."""
+    if not str(keystore or '').strip():
+        return {}
+    from .security import environment
+    return environment(str(keystore).strip())
 
 
 def arm_path(arm: str) -> str:
@@ -93,7 +175,8 @@ def _one_of(name: str, value, allowed):
 
 
 def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime', rate='', control_rate='',
-              shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none') -> list:
+              shaping='', plant_extra=None, controller_extra=None, estimator: str = 'none', namespace='/',
+              keystore: str = '', plant_arm='') -> list:
     """The plant, the state estimator (estimator != 'none') and one controller of sim.launch.py / `flexarm run`
     (empty strings keep the YAML's values).
 
@@ -101,14 +184,19 @@ def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime
     with a controller, the plant holds the arm until its first command (wait_for_command). With an estimator
     (a sensor set, flexarm_sim.sensors.preset_values): the plant models those sensors (/joint_states becomes the
     encoders' reading, at the control rate), the state_estimator fuses them (config/estimator.yaml) and the
-    controller feeds back its estimate (state_topic)."""
+    controller feeds back its estimate (state_topic).
+
+    plant_arm (a model-mismatch study): the plant simulates this arm while the controller and the estimator keep
+    `arm` (their model); its joints and modes must be laid out as `arm`'s (the controller accepts such states, warning
+    with both arm ids)."""
     _one_of('controller', controller, CONTROLLERS + ('none',))
     _one_of('time_mode', time_mode, TIME_MODES)
     _one_of('shaping', shaping, ('',) + SHAPERS)
     _one_of('estimator', estimator, ESTIMATORS)
     config = os.path.join(share_dir('flexarm_bringup'), 'config')
     path = arm_path(arm)
-    plant = {'arm': path, 'time_mode': time_mode, 'wait_for_command': controller != 'none'}
+    plant = {'arm': arm_path(plant_arm) if plant_arm else path, 'time_mode': time_mode,
+             'wait_for_command': controller != 'none'}
     if rate not in ('', None):
         plant['loop_rate'] = _rate(rate, 'rate')
     if control_rate not in ('', None):
@@ -134,7 +222,7 @@ def sim_nodes(arm: str, controller: str = 'pd_servo', time_mode: str = 'realtime
         ctl.update(controller_extra or {})
         nodes.append(NodeSpec('flexarm_control', controller, controller,
                               (os.path.join(config, 'controllers.yaml'),), ctl))
-    return nodes
+    return namespaced(nodes, namespace, keystore)
 
 
 def estimator_node(path: str, sensor_set: str, config: str, rate: float, time_mode: str = 'realtime'):
@@ -194,7 +282,7 @@ def require_package(package: str, why: str):
 
 
 def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_file='', port='', baud_rate='',
-                   controller_extra=None, estimator: str = 'none') -> list:
+                   controller_extra=None, estimator: str = 'none', namespace='/', keystore: str = '') -> list:
     """The hardware bridge, the state estimator (estimator='encoders') and one controller of hardware.launch.py.
 
     The bridge reads `params_file` (default config/hardware_bridge.yaml; `port` and `baud_rate`, when not empty,
@@ -239,4 +327,4 @@ def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_fi
         ctl.update(controller_extra or {})
         nodes.append(NodeSpec('flexarm_control', controller, controller, (os.path.join(config, 'controllers.yaml'),),
                               ctl))
-    return nodes
+    return namespaced(nodes, namespace, keystore)

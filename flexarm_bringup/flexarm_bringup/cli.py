@@ -4,6 +4,7 @@ Subcommands are registered by small modules (one job each); this file only dispa
   flexarm run    simulate an arm under a controller (ROS 2 nodes), summary/plot/recording (runner.py)
   flexarm modes  link and whole-arm natural frequencies (modes_cmd.py)
   flexarm urdf   URDF with virtual joints for the flexible links (urdf_cmd.py)
+  flexarm security  SROS2 keystore of a bring-up: create, verify; status of DDS-Security here (security.py)
 SIGINT/SIGTERM end any subcommand with 130/143 and no traceback (interrupt.py): the handlers are installed before
 the subcommand modules (numpy, rclpy, numba) are imported.
 """
@@ -14,12 +15,13 @@ from flexarm_bringup import interrupt
 
 
 def build_parser():
-    from flexarm_bringup import modes_cmd, runner, urdf_cmd     # after the signal handlers (module docstring)
+    from flexarm_bringup import modes_cmd, runner, security, urdf_cmd     # after the signal handlers (module docstring)
     parser = argparse.ArgumentParser(prog='flexarm', description='flexarm: flexible-link robot arm simulator')
     sub = parser.add_subparsers(dest='command', required=True)
     runner.add_parser(sub)
     modes_cmd.add_parser(sub)
     urdf_cmd.add_parser(sub)
+    security.add_parser(sub)
     return parser
 
 

@@ -28,7 +28,7 @@ CONFIG = os.path.join(ROOT, 'flexarm_bringup', 'config')
 def controllers_markdown() -> str:
     t = controller_config
     common = t.TABLES['pd_servo'].__class__('controllers', t.COMMON)
-    out = ['Every controller node (`pd_servo`, `modal`, `computed_torque`):', '', common.render_markdown()]
+    out = ['Every controller node (' + ', '.join(f'`{k}`' for k in t.KINDS) + '):', '', common.render_markdown()]
     for kind in t.KINDS:
         out += ['', f'`{kind}` only:', '', t.TABLES[kind].__class__(kind, t.GAINS[kind]).render_markdown()]
     return '\n'.join(out)

@@ -24,6 +24,7 @@ from flexarm_msgs.msg import FlexState
 from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.common.params import Param, ParamTable, integer, string
 from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.ros import names
 from flexarm_sim.ros.flexstate import decode_state
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
@@ -62,7 +63,7 @@ class FlexJointStates(Node):
         self.mapper = FlexJointStateMapper(self.params['arm'], self.params['segments'])
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub = self.create_publisher(JointState, 'joint_states', qos)
-        self.create_subscription(FlexState, '/flexarm/state', self.on_state, qos)
+        self.create_subscription(FlexState, names.STATE, self.on_state, qos)
         self.dropped = 0
         self.get_logger().info(f'arm {self.mapper.layout.arm_name}, K = {self.params["segments"]}: '
                                f'{len(self.mapper.joint_names)} joints ({len(self.mapper.real_names)} real)')

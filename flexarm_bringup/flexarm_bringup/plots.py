@@ -99,3 +99,65 @@ def plot_run(path, t, q, q_ref=None, tau=None, tip_deflection=None, modal=None, 
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+def plot_tip_run(path, t, tip, tip_desired, tau=None, relative_deflection=None, validity_limit=None, *,
+                 joint_names=None, link_names=None, t_move=0.0, title=None, dpi=110):
+    """The run judged at the tip: the desired and the actual tip path in the plane of the motion (the two axes with
+    the largest travel), the tip error |p - p_d| (mm), the joint torques and each link's tip deflection over its
+    length against the model's validity limit. t in s (the move starts at t_move); tip, tip_desired (T, 3) m."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    t = np.asarray(t, dtype=float).ravel()
+    T = t.size
+    if T == 0:
+        raise ValueError('no samples')
+    tip, tip_desired = np.asarray(tip, dtype=float), np.asarray(tip_desired, dtype=float)
+    if tip.shape != (T, 3) or tip_desired.shape != (T, 3):
+        raise ValueError(f'tip and tip_desired: expected shape ({T}, 3)')
+    tau = _as_2d(tau, T, 'tau')
+    rd = _as_2d(relative_deflection, T, 'relative_deflection')
+    axes_xy = np.argsort(-np.ptp(tip_desired, axis=0))[:2]
+    axes_xy.sort()
+    lab = 'xyz'
+    fig = plt.figure(figsize=(11, 7.5))
+    grid = fig.add_gridspec(3, 2, width_ratios=(1.0, 1.25))
+    ax_path = fig.add_subplot(grid[:, 0])
+    ax_path.plot(tip_desired[:, axes_xy[0]], tip_desired[:, axes_xy[1]], 'k--', lw=1.2, label='desired tip path')
+    ax_path.plot(tip[:, axes_xy[0]], tip[:, axes_xy[1]], lw=1.0, label='tip')
+    ax_path.set_xlabel(f'{lab[axes_xy[0]]} [m]')
+    ax_path.set_ylabel(f'{lab[axes_xy[1]]} [m]')
+    ax_path.set_aspect('equal', adjustable='datalim')
+    ax_path.legend(loc='best', fontsize=8)
+    ts = t - t_move
+    ax_err = fig.add_subplot(grid[0, 1])
+    ax_err.plot(ts, 1e3 * np.linalg.norm(tip - tip_desired, axis=1))
+    ax_err.set_ylabel('tip error [mm]')
+    ax_tau = fig.add_subplot(grid[1, 1], sharex=ax_err)
+    if tau is not None:
+        names = _labels(joint_names, tau.shape[1], 'tau')
+        for i in range(tau.shape[1]):
+            ax_tau.plot(ts, tau[:, i], label=names[i])
+        ax_tau.legend(loc='best', fontsize=8)
+    ax_tau.set_ylabel('torque [N m]')
+    ax_def = fig.add_subplot(grid[2, 1], sharex=ax_err)
+    if rd is not None:
+        names = _labels(link_names, rd.shape[1], 'link')
+        for i in range(rd.shape[1]):
+            ax_def.plot(ts, 100 * rd[:, i], label=names[i])
+        if validity_limit is not None:
+            ax_def.axhline(100 * validity_limit, color='r', ls=':', lw=1.0, label='model validity')
+        ax_def.legend(loc='best', fontsize=8)
+    ax_def.set_ylabel('tip deflection [% of length]')
+    ax_def.set_xlabel('time from the start of the move [s]')
+    for ax in (ax_err, ax_tau, ax_def):
+        ax.grid(True, alpha=0.3)
+    ax_path.grid(True, alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

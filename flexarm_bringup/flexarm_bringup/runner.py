@@ -45,15 +45,20 @@ from rclpy.signals import SignalHandlerOptions
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from flexarm_control.figures import move_figures
 from flexarm_control.laws.pd import naganathan_gains
+from flexarm_control.laws.reference import PointToPoint
+from flexarm_control.planning import desired_tip_path
 from flexarm_control.nodes.controller_node import ControllerNode
 from flexarm_control.nodes.estimator_node import EstimatorNode
 from flexarm_msgs.msg import FlexState
 from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.common.params import ConfigError
-from flexarm_sim.model import load_model
-from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.model import load_model, validity_limit
+from flexarm_sim.model.trajectory import relative_deflections
+from flexarm_sim.model.layout import ArmLayout, layout_difference as same_layout
 from flexarm_sim.plant.node import PlantNode
+from flexarm_sim.ros import dds_security, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import qos
@@ -61,17 +66,17 @@ from flexarm_sim.ros.node_main import default_executor
 
 from .bringup import CONTROLLERS, ESTIMATORS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
-from .plots import plot_run
+from .plots import plot_tip_run
 from .recorder import Recorder
 
-RECORDED_TOPICS = (
-    ('/flexarm/state', 'flexarm_msgs/msg/FlexState'),
-    ('/flexarm/state_estimate', 'flexarm_msgs/msg/FlexState'),
-    ('/joint_states', 'sensor_msgs/msg/JointState'),
-    ('/effort_controller/commands', 'std_msgs/msg/Float64MultiArray'),
-    ('/flexarm/reference', 'trajectory_msgs/msg/JointTrajectory'),
-    ('/flexarm/markers', 'visualization_msgs/msg/MarkerArray'),
-    ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray'),
+RECORDED_TOPICS = (             # relative: recorded in the run's namespace (names.resolve)
+    (names.STATE, 'flexarm_msgs/msg/FlexState'),
+    (names.STATE_ESTIMATE, 'flexarm_msgs/msg/FlexState'),
+    (names.JOINT_STATES, 'sensor_msgs/msg/JointState'),
+    (names.EFFORT_COMMANDS, 'std_msgs/msg/Float64MultiArray'),
+    (names.REFERENCE, 'trajectory_msgs/msg/JointTrajectory'),
+    (names.MARKERS, 'visualization_msgs/msg/MarkerArray'),
+    (names.DIAGNOSTICS, 'diagnostic_msgs/msg/DiagnosticArray'),
 )
 STARTUP_QUIET_S = 60.0
 STARTUP_LIMIT_S = 600.0
@@ -81,6 +86,11 @@ MAX_SAMPLES = 1 << 17         # samples kept (beyond: every other one dropped, t
 PROGRESS_AFTER_S = 2.0
 PAUSED_STATE_PERIOD_S = 0.05  # a paused plant re-sends its state this often (plant/runtime.IDLE_PERIOD)
 REFERENCE_ACK_S = 10.0        # s for the plant's pause service and the controller to accept the reference
+LOST_EXIT_CODE = 3            # `flexarm run`'s exit code when the arm was lost (the summary is printed)
+PLAN_ACK_S = 300.0            # s for a planning controller (tip_tracking) to plan and accept the move
+PLANNING_LEAD_S = 3.0         # s of plant time a planning controller gets before a real-time move starts
+LOST_JOINT_ERROR_RAD = 0.2    # the arm is lost if a joint ends the run farther than this from its target ...
+LOST_PEAK_JOINT_ERROR_RAD = 1.0   # ... or strays farther than this from its reference at any time
 
 
 def add_parser(sub):
@@ -96,7 +106,12 @@ def add_parser(sub):
     p.add_argument('--shaping', default='none', choices=('none', 'zv', 'zvd'))
     p.add_argument('--angle', type=float, default=60.0, help='move of every joint, degrees')
     p.add_argument('--move-time', type=float, default=2.5, help='s')
-    p.add_argument('--lead', type=float, default=0.5, help='s of plant time between readiness and the move')
+    p.add_argument('--lead', type=float, default=None,
+                   help='s of plant time between readiness and the move (default 0.5; tip_tracking outside lock-step: '
+                        f'{PLANNING_LEAD_S:g}, the planning time plus the pre-actuation)')
+    p.add_argument('--plant-arm', metavar='ARM', default='',
+                   help='simulate this arm (same joints and modes, other parameters) under a controller designed on '
+                        '--arm: a model-mismatch study (the figures are of the plant\'s arm)')
     p.add_argument('--record', metavar='MCAP', help='record the published topics into this MCAP file')
     p.add_argument('--plot', metavar='PNG', help='plot joints vs reference, torques, tip deflection, modes')
     p.add_argument('--json', action='store_true', help='print the summary as one JSON object')
@@ -113,6 +128,9 @@ def add_parser(sub):
                    help='the controller feeds back the state estimate from this sensor set (the plant models the '
                         'sensors: encoders; + a strain gauge per flexible link; + a tip accelerometer); the summary is '
                         'of the true state (sim.launch.py estimator:=)')
+    p.add_argument('--namespace', default='/',
+                   help='run the arm in this namespace (its topics and services: /<ns>/flexarm/state, ...; several '
+                        'arms share a domain; sim.launch.py namespace:=)')
     p.set_defaults(func=run)
 
 
@@ -161,7 +179,8 @@ def node_specs(args, model=None):
         ctl_extra['command_interface'] = 'position'
     return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
                      shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
-                     estimator=getattr(args, 'estimator', 'none'))
+                     estimator=getattr(args, 'estimator', 'none'), namespace=getattr(args, 'namespace', '/'),
+                     plant_arm=getattr(args, 'plant_arm', ''))
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -229,13 +248,14 @@ class RunnerNode:
         self.decoder = FlexStateDecoder(layout)
         self.step_gaps = 0            # states missed (step numbers skipped within a reset segment)
         # states on a thread of their own (ros/hotpath.py): the runner keeps up with a lock-step plant
-        self.hot = HotSubscription(node, FlexState, '/flexarm/state', qos(1000))
+        self.hot = HotSubscription(node, FlexState, names.STATE, qos(1000))
         self.hot_loop = HotLoop(self.hot, self._on_state, 'runner-states')
         self.hot_loop.start()
         self.estimator_diag = {}
+        self._rejected_seen = None
         self.pause_client = None
-        self.diag_sub = node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        self.pub_ref = node.create_publisher(JointTrajectory, '/flexarm/reference', qos(10))
+        self.diag_sub = node.create_subscription(DiagnosticArray, names.DIAGNOSTICS, self._on_diag, 10)
+        self.pub_ref = node.create_publisher(JointTrajectory, names.REFERENCE, qos(10))
 
     def close(self):
         self.hot_loop.stop()
@@ -267,7 +287,8 @@ class RunnerNode:
                          and sub_qos.reliability == ReliabilityPolicy.RELIABLE)
                         or (pub_qos.durability == DurabilityPolicy.VOLATILE
                             and sub_qos.durability == DurabilityPolicy.TRANSIENT_LOCAL))
-        if topic == '/flexarm/reference':
+        topic = self.node.resolve_topic_name(topic)
+        if topic == self.node.resolve_topic_name(names.REFERENCE):
             return (self.node.get_subscriptions_info_by_topic(topic), self.pub_ref.get_subscription_count(),
                     lambda e: can_match(self.pub_ref.qos_profile, e.qos_profile))
         return (self.node.get_publishers_info_by_topic(topic), self.diag_sub.get_publisher_count(),
@@ -291,20 +312,33 @@ class RunnerNode:
         with self.lock:
             return int(_num(self.controller_diag.get('references_accepted')) or 0)
 
+    def controller_diag_value(self, key):
+        with self.lock:
+            return self.controller_diag.get(key)
+
+    def reference_refused(self) -> str:
+        """The controller's reason if it refused a reference since the runner started watching ('' if none)."""
+        with self.lock:
+            n = int(_num(self.controller_diag.get('references_rejected')) or 0)
+            if self._rejected_seen is None:
+                self._rejected_seen = n
+            return self.controller_diag.get('last_reject_reason', '') if n > self._rejected_seen else ''
+
     def pause(self, on: bool) -> str:
         """Pause / resume the plant (/flexarm/pause); '' or what went wrong."""
         if self.pause_client is None:
-            self.pause_client = self.node.create_client(SetBool, '/flexarm/pause')
+            self.pause_client = self.node.create_client(SetBool, names.PAUSE)
+        name = self.node.resolve_service_name(names.PAUSE)
         if not self.pause_client.wait_for_service(timeout_sec=REFERENCE_ACK_S):
-            return 'the plant offers no /flexarm/pause service'
+            return f'the plant offers no {name} service'
         fut = self.pause_client.call_async(SetBool.Request(data=bool(on)))
         deadline = time.monotonic() + REFERENCE_ACK_S
         while not fut.done():
             if time.monotonic() > deadline:
-                return f'/flexarm/pause({on}) not answered'
+                return f'{name}({on}) not answered'
             time.sleep(0.005)
         r = fut.result()
-        return '' if r.success else f'/flexarm/pause({on}): {r.message}'
+        return '' if r.success else f'{name}({on}): {r.message}'
 
     def _on_diag(self, msg):
         for st in msg.status:
@@ -338,9 +372,12 @@ class RunnerNode:
         self.pub_ref.publish(msg)
 
 
-def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None):
-    """The run's figures from the recorded samples (plant time)."""
+def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None,
+              model=None, plant_model=None, time_mode='realtime'):
+    """The run's figures from the recorded samples (plant time): the tip against the desired tip path of the
+    reference (flexarm_control.figures), the joints, the torques, the model's validity, whether the arm was lost."""
     controller_diag = controller_diag or {}
+    plant_model = plant_model or model
     # Windows are closed intervals decided half a nanosecond inside their ends: stamps are whole nanoseconds, and
     # t_move = (plant time at the pause) + lead carries that time's rounding, so a plain `t >= t_move` took or left
     # the sample at t_move by the pause instant (one sample in N: lock-step RMS differed by 1/(2N) between runs).
@@ -348,33 +385,59 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
     keep = (t >= t_move - 0.2 - STAMP_TOL_S) & (t <= t_move + duration + STAMP_TOL_S)
     t = t[keep]
     q, tau, tip, rigid, modal = (arrays[k][keep] for k in ('q', 'tau', 'tip', 'rigid', 'modal'))
+    reference = PointToPoint(q0, q0 + angle, move_time, t_move)
     q_ref = cycloid_sample(q0, angle, move_time, t_move, t)
-    defl = np.linalg.norm(tip - rigid, axis=1)
     in_run = t >= t_move - STAMP_TOL_S
     err = (q - q_ref)[in_run]
     t_end = t_move + move_time
-    after = t >= t_end - STAMP_TOL_S
+    # the command ends when the reference does, or later: input shaping, a plan's post-actuation (the controller says)
+    t_cmd_end = max(t_end, _num(controller_diag.get('command_end_s')) or t_end)
+    Z = np.zeros((t.size, plant_model.n_coords))
+    Z[:, plant_model.q_index] = q
+    if plant_model.mode_index.size:
+        Z[:, plant_model.mode_index] = modal
+    rel = relative_deflections(plant_model, Z) if t.size else np.zeros((0, plant_model.n_joints))
+    tip_d = desired_tip_path(model, reference, t) if t.size else np.zeros((0, 3))
+    fig = move_figures(t, tip, tip_d, t_move, t_end, t_cmd_end, duration, rel, validity_limit(plant_model))
     out = {'controller': controller, 'samples': int(t.size),
            'plant_time_s': float(t[-1] - t[0]) if t.size else 0.0,
-           'achieved_rate_hz': _num(plant_diag.get('achieved_rate_hz')),
            'overruns': _num(plant_diag.get('overruns')),
            'skipped_periods': _num(plant_diag.get('skipped_periods')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
            'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
+           **fig,
+           'validity_limit': validity_limit(plant_model),
            'joint_rms_error_rad': [float(x) for x in np.sqrt(np.mean(err ** 2, axis=0))] if err.size else None,
-           'peak_tip_deflection_m': float(defl.max()) if defl.size else None,
-           'peak_torque_nm': [float(x) for x in np.abs(tau).max(axis=0)] if tau.size else None}
-    if after.sum() > 10:
-        tail = t >= max(t_end, t[-1] - 0.5) - STAMP_TOL_S
-        rest = tip[tail].mean(axis=0)
-        dev = np.linalg.norm(tip[after] - rest, axis=1)
-        out['residual_vibration_m'] = float(dev.max())
-        travel = np.linalg.norm(rest - tip[in_run][0]) if in_run.any() else 0.0
-        dev_all = np.linalg.norm(tip - rest, axis=1)
-        outside = np.nonzero((dev_all > 0.02 * max(travel, 1e-9)) & in_run)[0]
-        out['settling_time_s'] = float(t[outside[-1]] - t_move) if outside.size else 0.0
-    plot = {'t': t - t_move, 'q': q, 'q_ref': q_ref, 'tau': tau, 'tip_deflection': tip - rigid, 'modal': modal}
+           'peak_tip_deflection_m': float(np.linalg.norm(tip - rigid, axis=1).max()) if t.size else None,
+           'peak_torque_nm': [float(x) for x in np.abs(tau).max(axis=0)] if tau.size else None,
+           'command_end_s': float(t_cmd_end - t_move)}
+    if time_mode != 'lockstep':
+        out['achieved_rate_hz'] = _num(plant_diag.get('achieved_rate_hz'))
+    if controller == 'tip_tracking':
+        out['plan_time_s'] = _num(controller_diag.get('last_plan_time_s'))
+        out['moves_retimed'] = _num(controller_diag.get('moves_retimed'))
+    out['lost'] = _lost(err, q, q_ref, fig)
+    plot = {'t': t, 't_move': t_move, 'tip': tip, 'tip_desired': tip_d, 'tau': tau, 'relative_deflection': rel}
     return out, plot
+
+
+def _lost(err, q, q_ref, fig) -> str:
+    """Why the arm counts as lost ('' if not): the model's validity left, a joint beyond LOST_PEAK_JOINT_ERROR_RAD
+    of its reference at any time, or farther than LOST_JOINT_ERROR_RAD from its target at the end of the run."""
+    why = []
+    if fig.get('model_valid') is False:
+        worst = fig['max_deflection_over_length']
+        j = int(np.argmax(worst))
+        why.append(f'link {j} deflected {100 * worst[j]:.1f} % of its length, beyond the model\'s validity')
+    if err.size:
+        peak = np.abs(err).max(axis=0)
+        final = np.abs(q[-1] - q_ref[-1])
+        for j in range(peak.size):
+            if peak[j] > LOST_PEAK_JOINT_ERROR_RAD:
+                why.append(f'joint {j} strayed {peak[j]:.3g} rad from its reference')
+            elif final[j] > LOST_JOINT_ERROR_RAD:
+                why.append(f'joint {j} ended {final[j]:.3g} rad from its target')
+    return '; '.join(why)
 
 
 def _num(v):
@@ -493,32 +556,46 @@ def _run(args, progress, tmpdir):
         return _fail('--plant-servo needs --controller pd_servo and a realtime or simtime plant')
     if args.attach and args.single_process:
         return _fail('--attach and --single-process exclude each other')
+    if args.lead is None:
+        args.lead = PLANNING_LEAD_S if (args.controller == 'tip_tracking' and args.time_mode != 'lockstep') else 0.5
     try:
         path = resolve_arm(args.arm, 'arm')
         model = load_model(path)
+        plant_path = resolve_arm(args.plant_arm, 'plant_arm') if args.plant_arm else path
+        plant_model = load_model(plant_path) if plant_path != path else model
         specs = node_specs(args, model)
     except (ConfigError, ValueError) as e:
         return _fail(str(e))
-    layout = ArmLayout.of(model, arm_id(path, model.spec.name))
+    if plant_model is not model:
+        why = same_layout(model, plant_model)
+        if why:
+            return _fail(f'--plant-arm {args.plant_arm}: {why}; a model-mismatch study needs the same joints and modes')
+    # the runner records the plant's states: its layout is the plant's arm
+    layout = ArmLayout.of(plant_model, arm_id(plant_path, plant_model.spec.name))
+    args._plant_model = plant_model
+    ns = names.namespace(getattr(args, 'namespace', '/'))
+    why = dds_security.refusal()          # security requested where the DDS has none: never run unprotected
+    if why:
+        return _fail(why)
     procs = _Processes(tmpdir)
     executors, spins, composed, nodes = [], [], [], []
     recorder = runner = None
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
-        node = rclpy.create_node('flexarm_runner')
+        node = rclpy.create_node('flexarm_runner', namespace=ns)
         nodes.append(node)
         runner = RunnerNode(node, layout)
         runner.stride = int(round(args.rate / args.control_rate))
         executors.append(default_executor()())
         executors[0].add_node(node)
         if args.record:
-            recorder = Recorder(node, args.record, RECORDED_TOPICS,
+            recorder = Recorder(node, args.record, [(names.resolve(t, ns), m) for t, m in RECORDED_TOPICS],
                                 metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
-        names = ', '.join(s.name for s in specs)
+        started = ', '.join(s.name for s in specs)
         if args.attach:
-            progress.line(f'attaching to the running {names}')
+            progress.line(f'attaching to the running {started}')
         elif args.single_process:
-            progress.line(f'starting {names} in this process')
+            progress.line(f'starting {started} in this process')
             composed = _compose(specs, tmpdir)
             nodes.extend(composed)
             for n in composed:
@@ -527,7 +604,7 @@ def _run(args, progress, tmpdir):
         else:
             env = dict(os.environ)
             env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-            progress.line(f'starting {names} ({args.time_mode}, control at {args.control_rate:g} Hz)')
+            progress.line(f'starting {started} ({args.time_mode}, control at {args.control_rate:g} Hz)')
             for s in specs:
                 procs.start(s.name, command(s, tmpdir), env)
         for ex in executors:
@@ -615,15 +692,15 @@ def _drive(args, model, runner, procs, recorder, progress):
     err = _wait_ready(args, runner, procs, progress)
     if err is not None:
         return err
-    others = runner.node.count_publishers('/flexarm/state') - 1
+    others = runner.node.count_publishers(names.STATE) - 1
     if others > 0:
-        return _fail(f'{others} other node(s) publish /flexarm/state in this ROS domain '
+        return _fail(f'{others} other node(s) publish {runner.node.resolve_topic_name(names.STATE)} in this ROS domain '
                      f"(ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}): stop them or use another domain")
     if args.controller != 'none':
         # the reference is published once and acknowledged in the controller's diagnostics: both links must be
         # matched first (discovery)
         deadline = time.monotonic() + STARTUP_QUIET_S
-        for topic in ('/flexarm/reference', '/diagnostics'):
+        for topic in (names.REFERENCE, names.DIAGNOSTICS):
             while not runner.linked(topic, args.controller):
                 if time.monotonic() > deadline:
                     seen = ', '.join(runner.endpoint_nodes(topic)) or 'none'
@@ -648,15 +725,34 @@ def _drive(args, model, runner, procs, recorder, progress):
     times, q, qd, qdd = cycloid_trajectory(q0, angle, args.move_time)
     if args.controller != 'none':
         accepted = runner.references_accepted()
+        runner.reference_refused()                    # the refusals so far: the baseline
         runner.publish_reference(t_move, times, q, qd, qdd)
-        if hold:
-            deadline = time.monotonic() + REFERENCE_ACK_S
+        planning = args.controller == 'tip_tracking'
+        if hold or planning:
+            # lock-step: the paused plant waits for the acceptance; a planning controller accepts once the move is
+            # planned (real time: in its planner thread, re-timing the move if the plan comes after its start)
+            limit = PLAN_ACK_S if planning else REFERENCE_ACK_S
+            deadline = time.monotonic() + limit
+            said = False
             while runner.references_accepted() <= accepted:
+                why = runner.reference_refused()
+                if why:
+                    return _fail(f'{args.controller} refused the move: {why}')
+                if planning and not said and time.monotonic() > deadline - limit + PROGRESS_AFTER_S:
+                    said = True
+                    progress.line(f'{args.controller} is planning the move ...')
                 if time.monotonic() > deadline:
-                    return _fail(f'{args.controller} did not accept the reference within {REFERENCE_ACK_S:.0f} s '
+                    return _fail(f'{args.controller} did not accept the reference within {limit:.0f} s '
                                  f'(its diagnostics: {runner.controller_diag})\n--- {args.controller} log:\n'
                                  + procs.tail(args.controller))
                 time.sleep(0.005)
+            if planning:
+                retimed = _num(runner.controller_diag_value('last_retime_s')) or 0.0
+                if retimed > 0 and (_num(runner.controller_diag_value('moves_retimed')) or 0) > 0:
+                    progress.line(f'{args.controller} re-timed the move {retimed:.3f} s later (planning took '
+                                  f'{_num(runner.controller_diag_value("last_plan_time_s")) or float("nan"):.2f} s)')
+                    t_move += retimed
+        if hold:
             err = runner.pause(False)
             if err:
                 return _fail(err)
@@ -702,7 +798,8 @@ def _drive(args, model, runner, procs, recorder, progress):
         diag = dict(runner.plant_diag)
         cdiag = dict(runner.controller_diag)
         ediag = dict(runner.estimator_diag)
-    summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag)
+    summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag,
+                              model=model, plant_model=args._plant_model, time_mode=args.time_mode)
     summary.update({'arm': model.spec.name, 'estimator': args.estimator, 'duration_s': args.duration,
                     'rate_hz': args.rate,
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
@@ -711,6 +808,7 @@ def _drive(args, model, runner, procs, recorder, progress):
                     'state_gaps_seen': runner.step_gaps,
                     'sample_stride': runner.samples.stride, 'run_wall_s': round(wall, 3),
                     'steps_per_wall_s': round(args.duration * args.rate / wall, 1),
+                    'plant_arm': args._plant_model.spec.name,
                     'cpu_percent_of_a_core': cpu})
     if args.estimator != 'none':
         summary.update(estimator_resets=_num(ediag.get('resets')), estimator_status=ediag.get('_message', ''))
@@ -718,9 +816,12 @@ def _drive(args, model, runner, procs, recorder, progress):
         summary['record'] = {'path': os.path.abspath(args.record), 'messages': dict(recorder.counts)}
     if args.plot:
         t0 = time.monotonic()
-        plot_run(args.plot, plot['t'], plot['q'], plot['q_ref'], plot['tau'], plot['tip_deflection'],
-                 plot['modal'] if plot['modal'].size else None, joint_names=list(model.spec.joint_names),
-                 tip_labels=['x', 'y', 'z'], title=f'{model.spec.name}: {args.controller}')
+        plant = args._plant_model
+        plot_tip_run(args.plot, plot['t'], plot['tip'], plot['tip_desired'], plot['tau'], plot['relative_deflection'],
+                     summary['validity_limit'], joint_names=list(model.spec.joint_names),
+                     link_names=[js.name + '_link' for js in plant.spec.joints], t_move=plot['t_move'],
+                     title=f'{plant.spec.name}: {args.controller}'
+                           + (f' (designed on {model.spec.name})' if plant is not model else ''))
         summary['plot'] = os.path.abspath(args.plot)
         if time.monotonic() - t0 > PROGRESS_AFTER_S:
             progress.line(f'plot written in {time.monotonic() - t0:.1f} s')
@@ -728,6 +829,9 @@ def _drive(args, model, runner, procs, recorder, progress):
         print(json.dumps(summary))
     else:
         _print_summary(summary)
+    if summary['lost']:
+        print(f'flexarm run: the arm was lost: {summary["lost"]}', file=sys.stderr)
+        return LOST_EXIT_CODE
     return 0
 
 
@@ -739,15 +843,29 @@ def _print_summary(s):
             return '[' + ', '.join(f'{scale * x:.{digits}g}' for x in v) + ']' + unit
         return f'{scale * v:.{digits}g}{unit}'
     est = '' if s.get('estimator', 'none') == 'none' else f", from the estimate ({s['estimator']})"
-    print(f"flexarm run: {s['arm']} with {s['controller']}{est} (shaping {s['shaping']}), "
+    plant = '' if s.get('plant_arm', s['arm']) == s['arm'] else f" (plant: {s['plant_arm']})"
+    print(f"flexarm run: {s['arm']}{plant} with {s['controller']}{est} (shaping {s['shaping']}), "
           f"{s['move_deg']:g} deg cycloidal move in {s['move_time_s']:g} s, {s['duration_s']:g} s")
-    print(f"  plant rate achieved   {fmt(s['achieved_rate_hz'], ' Hz')}  (target {s['rate_hz']:g} Hz), "
-          f"overruns {fmt(s['overruns'])}, skipped periods {fmt(s['skipped_periods'])}")
+    if s['time_mode'] == 'lockstep':
+        print(f"  lock-step             {s['steps_per_wall_s']:g} plant steps per wall second "
+              f"({s['steps_per_wall_s'] / s['rate_hz']:.2f}x real time at a {s['rate_hz']:g} Hz plant)")
+    else:
+        print(f"  plant rate achieved   {fmt(s.get('achieved_rate_hz'), ' Hz')}  (loop rate {s['rate_hz']:g} Hz), "
+              f"overruns {fmt(s['overruns'])}, skipped periods {fmt(s['skipped_periods'])}")
+    print(f"  tip path error        RMS {fmt(s['tip_rms_error_m'], ' mm', 1e3)}, max "
+          f"{fmt(s['tip_max_error_m'], ' mm', 1e3)}  (against the desired tip path)")
+    print(f"  tip error at the end  {fmt(s['end_of_move_tip_error_m'], ' mm', 1e3)}  "
+          f"(at {s['move_time_s']:g} s, the end of the move)")
+    print(f"  residual vibration    {fmt(s['residual_vibration_m'], ' mm', 1e3)}  "
+          f"(after the command ended at {s['command_end_s']:.3g} s)")
+    print(f"  settled within 1 mm   {fmt(s['settling_time_1mm_s'], ' s')}")
+    valid = s['model_valid']
+    print(f"  link deflection       {fmt(s['max_deflection_over_length'], ' %', 100.0, 3)} of length: "
+          + ('within' if valid else 'OUTSIDE') + f" the model's validity ({100 * s['validity_limit']:.0f} %)")
     print(f"  joint RMS error       {fmt(s['joint_rms_error_rad'], ' rad')}")
-    print(f"  peak tip deflection   {fmt(s['peak_tip_deflection_m'], ' mm', 1e3)}")
-    print(f"  residual vibration    {fmt(s.get('residual_vibration_m'), ' mm', 1e3)}")
-    print(f"  2% settling time      {fmt(s.get('settling_time_s'), ' s')}")
     print(f"  peak torque           {fmt(s['peak_torque_nm'], ' N m')}")
+    if s.get('plan_time_s') is not None:
+        print(f"  planning              {s['plan_time_s']:.2f} s")
     if 'record' in s:
         print(f"  recording             {s['record']['path']} "
               f"({sum(s['record']['messages'].values())} messages)")

@@ -3,7 +3,8 @@
     ros2 launch flexarm_bringup hardware.launch.py [arm:=<name or yaml>] [controller:=pd_servo|modal|computed_torque|none]
                                                    [shaping:=none|zv|zvd] [rviz:=true|false]
                                                    [params_file:=<bridge yaml>] [port:=<device>] [baud_rate:=<bps>]
-                                                   [estimator:=none|encoders]
+                                                   [estimator:=none|encoders] [namespace:=<ns>]
+                                                   [keystore:=<SROS2 keystore>]
 
 Which nodes start with which parameters is flexarm_bringup.bringup.hardware_nodes: the bridge (flexarm_control
 `hardware_bridge`) with `params_file` (default config/hardware_bridge.yaml: port, servo ids, joint names, limits,
@@ -15,14 +16,18 @@ the URDF with rigid links (segments:=0) driven directly by /joint_states; withou
 estimator:=encoders starts the state_estimator on the bridge's /joint_states and the commanded effort (at the
 bridge's loop_rate, config/estimator.yaml) and the controller feeds back its estimate of the modal state (modal
 control on hardware).
+namespace:= and keystore:= as in sim.launch.py (`flexarm security create <dir> --bringup hardware`): with a
+keystore only the controller's enclave may publish commands and only the operator's may call ~/enable, ~/disable,
+~/reboot and set parameters.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, SetEnvironmentVariable
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from flexarm_bringup.bringup import CONTROLLERS, SHAPERS, hardware_nodes, require_package, share_dir
+from flexarm_bringup.bringup import (CONTROLLERS, SHAPERS, hardware_nodes, launch_node_args, require_package,
+                                     security_environment, share_dir)
 
 
 def _actions(context):
@@ -32,14 +37,16 @@ def _actions(context):
     if rviz:
         require_package('rviz2', 'rviz:=true')      # refuse before anything starts
     specs = hardware_nodes(arg('arm'), arg('controller'), arg('shaping'), arg('params_file'), arg('port'),
-                           arg('baud_rate'), estimator=arg('estimator'))
-    actions = [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
-                    parameters=list(s.params_files) + ([s.overrides] if s.overrides else [])) for s in specs]
+                           arg('baud_rate'), estimator=arg('estimator'), namespace=arg('namespace'),
+                           keystore=arg('keystore'))
+    actions = [SetEnvironmentVariable(k, v) for k, v in security_environment(arg('keystore')).items()]
+    actions += [Node(package=s.package, executable=s.executable, name=s.name, output='screen',
+                     **launch_node_args(s, [s.overrides] if s.overrides else [])) for s in specs]
     if rviz:
         actions.append(IncludeLaunchDescription(
             PythonLaunchDescriptionSource(share_dir('flexarm_bringup') + '/launch/view.launch.py'),
             launch_arguments={'arm': arg('arm'), 'urdf': 'true', 'segments': '0', 'flex_joint_states': 'false',
-                              'joint_states_topic': '/joint_states'}.items()))
+                              'joint_states_topic': 'joint_states', 'namespace': specs[0].namespace}.items()))
     return actions
 
 
@@ -63,5 +70,10 @@ def generate_launch_description():
         DeclareLaunchArgument('estimator', default_value='none', choices=['none', 'encoders'],
                               description="encoders: the controller feeds back the state_estimator's modal estimate "
                                           'from the joint encoders and the commanded effort'),
+        DeclareLaunchArgument('namespace', default_value='',
+                              description='namespace of every node, topic and service of this arm (empty: /)'),
+        DeclareLaunchArgument('keystore', default_value='',
+                              description='SROS2 keystore: run under DDS-Security, each node in its enclave (empty: '
+                                          'no security)'),
         OpaqueFunction(function=_actions),
     ])

@@ -37,7 +37,7 @@ EXPECTED_LAUNCH_FILES = ['hardware.launch.py', 'sim.launch.py', 'view.launch.py'
 # executables of ROS packages outside this workspace that the launch files may start (package.xml
 # must declare them as exec_depend)
 EXTERNAL = {('rviz2', 'rviz2'), ('robot_state_publisher', 'robot_state_publisher')}
-CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
+CONTROLLERS = ('pd_servo', 'modal', 'computed_torque', 'tip_tracking')
 
 
 # ------------------------------------------------------------------------------ workspace facts
@@ -237,11 +237,17 @@ def make_stub():
 
     class Node(Action):
         def __init__(self, package=None, executable=None, name=None, namespace=None, parameters=None,
-                     remappings=None, arguments=None, output=None, **kw):
+                     remappings=None, arguments=None, output=None, ros_arguments=None, **kw):
             super().__init__(condition=kw.pop('condition', None))
             assert not kw, f'Node: unsupported keywords in the stub: {sorted(kw)}'
-            self.package, self.executable, self.name = package, executable, name
+            self.package, self.executable, self.name, self.namespace = package, executable, name, namespace
             self.parameters, self.remappings, self.arguments = parameters or [], remappings or [], arguments or []
+            self.ros_arguments = ros_arguments or []
+
+    class SetEnvironmentVariable(Action):
+        def __init__(self, name, value, **kw):
+            super().__init__(**kw)
+            self.name, self.value = name, value
 
     class LaunchDescription:
         def __init__(self, entities=()):
@@ -258,7 +264,7 @@ def make_stub():
 
     module('launch', LaunchDescription=LaunchDescription, Substitution=Substitution)
     module('launch.actions', DeclareLaunchArgument=DeclareLaunchArgument, OpaqueFunction=OpaqueFunction,
-           IncludeLaunchDescription=IncludeLaunchDescription)
+           IncludeLaunchDescription=IncludeLaunchDescription, SetEnvironmentVariable=SetEnvironmentVariable)
     module('launch.conditions', IfCondition=IfCondition, UnlessCondition=UnlessCondition)
     module('launch.launch_description_sources', PythonLaunchDescriptionSource=PythonLaunchDescriptionSource)
     module('launch.substitutions', LaunchConfiguration=LaunchConfiguration, TextSubstitution=TextSubstitution,
@@ -323,6 +329,7 @@ def evaluate(path, args=None, depth=0):
         if d.choices is not None:
             assert ctx.configs[name] in d.choices, f'{name}={ctx.configs[name]!r} not in {d.choices}'
     nodes = []
+    env = {}
 
     def walk(entities):
         for e in entities:
@@ -347,7 +354,12 @@ def evaluate(path, args=None, depth=0):
                               'parameters': params,
                               'remappings': [(_perform(a, ctx), _perform(b, ctx)) for a, b in e.remappings],
                               'arguments': [_perform(a, ctx) for a in e.arguments],
+                              'namespace': _perform(e.namespace, ctx) if e.namespace is not None else None,
+                              'ros_arguments': [_perform(a, ctx) for a in e.ros_arguments],
+                              'environment': dict(env),
                               'launch_file': os.path.basename(path)})
+            elif kind == 'SetEnvironmentVariable':
+                env[_perform(e.name, ctx)] = _perform(e.value, ctx)
             elif kind == 'DeclareLaunchArgument':
                 pass
             else:
@@ -412,7 +424,7 @@ def _check_estimator(name, args, by_name, ctrl):
         return
     eo = _overrides(by_name['state_estimator'])
     for c in ctrl:
-        assert _overrides(by_name[c])['state_topic'] == '/flexarm/state_estimate'
+        assert _overrides(by_name[c])['state_topic'] == 'flexarm/state_estimate'     # relative: the node's namespace
         if name == 'hardware.launch.py':
             assert _overrides(by_name[c])['rate'] == eo['rate']
     if name == 'sim.launch.py':
@@ -487,7 +499,7 @@ def test_wiring(name, args):
     if name == 'hardware.launch.py' and args.get('rviz') == 'true':
         rsp = by_name['robot_state_publisher']
         assert ' -K 0' in _overrides(rsp)['robot_description']
-        assert ('joint_states', '/joint_states') in rsp['remappings']
+        assert ('joint_states', 'joint_states') in rsp['remappings']
         assert 'flex_joint_states' not in by_name
     if name == 'view.launch.py':
         assert by_name['rviz2']['arguments'][0] == '-d'
@@ -500,7 +512,7 @@ def test_wiring(name, args):
             assert cmd.startswith('python3 -m flexarm_bringup.urdf_gen ') and cmd.endswith(
                 f" -K {args.get('segments', '8')}")
             topic = dict(rsp['remappings'])['joint_states']
-            assert topic == '/flexarm/urdf_joint_states'          # not the controllers' /joint_states
+            assert topic == 'flexarm/urdf_joint_states'           # not the controllers' joint_states (relative: the namespace)
             if 'flex_joint_states' in by_name:
                 fjs = by_name['flex_joint_states']
                 assert dict(fjs['remappings'])['joint_states'] == topic

@@ -3,6 +3,7 @@
 Nothing heavy is imported at the top of this module: run_node installs the SIGINT/SIGTERM handlers before rclpy,
 numpy and numba load (flexarm_sim/ros/node_main.py).
 """
+import os
 import sys
 
 from flexarm_sim.ros.node_main import exit_process, run_node
@@ -13,19 +14,15 @@ def _controller(kind, args):
     exit_process(run_node(f'flexarm_control.nodes.controller_node:{kind}', kind, args))
 
 
-def pd_servo(args=None):
-    """`pd_servo`: PD with joint servo compliance (Naganathan)."""
-    return _controller('pd_servo', args)
+def controller(args=None):
+    """A controller node: its kind is the executable's name (`pd_servo`, `modal`, `computed_torque`,
+    `tip_tracking`: controller/kinds.py; setup.py installs one executable per kind)."""
+    kind = os.path.basename(sys.argv[0])
+    return _controller(kind, args)
 
 
-def modal(args=None):
-    """`modal`: LQR on joint and modal coordinates (gain-scheduled)."""
-    return _controller('modal', args)
-
-
-def computed_torque(args=None):
-    """`computed_torque`: rigid computed torque."""
-    return _controller('computed_torque', args)
+def _kind(kind):
+    return lambda args=None: _controller(kind, args)
 
 
 def hardware_bridge(args=None):
@@ -41,6 +38,5 @@ def state_estimator(args=None):
 
 
 if __name__ == '__main__':
-    sys.exit({'pd_servo': pd_servo, 'modal': modal, 'computed_torque': computed_torque,
-              'hardware_bridge': hardware_bridge, 'state_estimator': state_estimator}[sys.argv[1]](
-        sys.argv[2:] or None))
+    commands = {'hardware_bridge': hardware_bridge, 'state_estimator': state_estimator}
+    sys.exit((commands.get(sys.argv[1]) or _kind(sys.argv[1]))(sys.argv[2:] or None))

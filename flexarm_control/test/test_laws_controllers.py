@@ -181,7 +181,7 @@ def test_non_finite_inputs_give_zero_torque(deluca):
 
 
 def test_saturation_and_anti_windup(deluca):
-    law = ModalLQR(deluca, effort_limit=[0.05, 0.05])
+    law = ModalLQR(deluca, effort_limit=[0.05, 0.05], integral=True)
     law.set_reference(PointToPoint([0.0, 0.0], [0.5, 0.5], 1e-3))     # effectively a step
     z, zd = np.zeros(6), np.zeros(6)
     for k in range(2000):                                           # 2 s held far from the target
@@ -189,7 +189,7 @@ def test_saturation_and_anti_windup(deluca):
         assert np.all(np.abs(tau) <= 0.05 + 1e-15)
     assert np.all(law.saturated)
     assert np.allclose(law.xi, 0.0)          # the integrator did not wind up while saturated
-    law2 = ModalLQR(deluca)                  # unsaturated: it integrates
+    law2 = ModalLQR(deluca, integral=True)   # unsaturated: it integrates
     law2.set_reference(PointToPoint([0.0, 0.0], [0.01, 0.01], 1e-3))
     for k in range(100):
         law2(0.01 + k * 1e-3, z, zd)

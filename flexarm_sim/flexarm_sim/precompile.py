@@ -24,7 +24,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from .arms import resolve_arm
-from .model import load_model
+from .model import load_model, simulate, trajectory
 from .plant.engine import PlantCore, state_ok
 from .plant.outputs import ArmOutputs, StateOutputs
 
@@ -83,6 +83,8 @@ def warm_kernels(model):
     ArmOutputs(model, 2).geometry(z)
     model.accelerations(z, zd)
     model.energies(z, zd)
+    trajectory.warm_up(model)                                   # the planner (tip_tracking)
+    simulate(model, 2e-3, 1e-3, torque=np.zeros((2, model.n_joints)), record_energy=False)
 
 
 def _compile_counts():

@@ -30,7 +30,6 @@ hardware error; refused while enabled). Torque is off at start and after every f
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 
@@ -45,6 +44,7 @@ from flexarm_msgs.msg import FlexState
 from flexarm_msgs.srv import Enable
 from flexarm_sim.common.scheduler import FixedRateScheduler, set_timer_slack
 from flexarm_sim.model.layout import joints_only_layout
+from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, qos
 from flexarm_sim.ros.node_main import log_at
@@ -102,20 +102,20 @@ class BridgeNode(Node):
         self.names = self.cfg.names
         self.frame_id = self.cfg['frame_id']
 
-        self.pub_js = self.create_publisher(JointState, '/joint_states', qos(10))
+        self.pub_js = self.create_publisher(JointState, ros_names.JOINT_STATES, qos(10))
         # what the servos can tell of the flexible state (joints only: no strain sensing, `links` empty), so the
         # flexarm controllers, which read /flexarm/state, run on hardware unchanged (one codec: ros/flexstate.py)
-        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', qos(10))
+        self.pub_state = self.create_publisher(FlexState, ros_names.STATE, qos(10))
         self.js_encoder = JointStateEncoder(self.names, frame_id=self.frame_id)
-        layout = joints_only_layout(self.names, self.arm_id.partition(':')[0])
-        self.state_encoder = FlexStateEncoder(dataclasses.replace(layout, arm_id=self.arm_id), self.frame_id)
+        self.state_encoder = FlexStateEncoder(
+            joints_only_layout(self.names, self.arm_id.partition(':')[0], self.arm_id), self.frame_id)
         self.commands = CommandReader(len(self.names))
         self.n_state = 0
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
-        self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_effort, qos(10),
+        self.pub_diag = self.create_publisher(DiagnosticArray, ros_names.DIAGNOSTICS, qos(10))
+        self.create_subscription(Float64MultiArray, ros_names.EFFORT_COMMANDS, self._on_effort, qos(10),
                                  raw=True)
         if self.core.position_mask.any():
-            self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position,
+            self.create_subscription(Float64MultiArray, ros_names.POSITION_COMMANDS, self._on_position,
                                      qos(10))
         self.create_service(Enable, '~/enable', self._enable)
         self.create_service(Trigger, '~/disable', lambda req, resp: self._serve('disable', resp))
@@ -150,11 +150,11 @@ class BridgeNode(Node):
 
     def _on_effort(self, data):
         ok, reason = self.core.submit_effort(self.commands.values(data))
-        self._reject(ok, reason, '/effort_controller/commands')
+        self._reject(ok, reason, ros_names.EFFORT_COMMANDS)
 
     def _on_position(self, msg):
         ok, reason = self.core.submit_position(msg.data)
-        self._reject(ok, reason, '/position_controller/commands')
+        self._reject(ok, reason, ros_names.POSITION_COMMANDS)
 
     def _enable(self, req, resp):
         refused = confirm_enable(req.arm_id, self.arm_id)

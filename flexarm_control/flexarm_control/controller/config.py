@@ -1,4 +1,4 @@
-"""Parameters of the controller nodes `pd_servo`, `modal`, `computed_torque` (no ROS): one table per node.
+"""Parameters of the controller nodes (no ROS): one table per node, the common rows here and each law's GAINS.
 
 config/controllers.yaml is generated from these tables (`python -m flexarm_control.controller.config`; a test
 checks the shipped file is). The node name is the section name everywhere (launch files, `ros2 run` with the
@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 import sys
 
+from flexarm_sim.ros import names
 from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list,
                                        float_range, integer, string)
 
+from .kinds import KINDS, law_class
+
 SHAPERS = ('none', 'zv', 'zvd')
-KINDS = ('pd_servo', 'modal', 'computed_torque')
+
 
 COMMON = {
     'arm': Param('deluca_two_link', string(),
@@ -22,10 +25,10 @@ COMMON = {
     'rate': Param(500.0, float_range(lo=0.0, lo_open=True, hi=10000.0),
                   'Hz, the control rate: must equal the plant\'s publish_rates.state (one command per state; the '
                   'laws are designed for this period; the node warns when the states arrive at another rate)'),
-    'state_topic': Param('/flexarm/state', string(),
-                         'the flexarm_msgs/FlexState the law feeds back: /flexarm/state (the plant\'s true state, or '
-                         'the hardware bridge\'s joints) or /flexarm/state_estimate (the state_estimator\'s; '
-                         'estimator:= in the launch files)'),
+    'state_topic': Param(names.STATE, string(),
+                         'the flexarm_msgs/FlexState the law feeds back, relative to the node\'s namespace: '
+                         f'{names.STATE} (the plant\'s true state, or the hardware bridge\'s joints) or '
+                         f'{names.STATE_ESTIMATE} (the state_estimator\'s; estimator:= in the launch files)'),
     'state_timeout': Param(0.1, float_range(lo=0.001, hi=10.0),
                            's (wall) without a fresh /flexarm/state -> stop commanding (the plant\'s watchdog takes '
                            'over)'),
@@ -53,45 +56,8 @@ COMMON = {
     'move_time': Param(2.5, float_range(lo=0.01, hi=3600.0), 's'),
 }
 
-GAINS = {
-    'pd_servo': {
-        'kp': Param(DERIVED, float_list(lo=0.0, hi=1e6),
-                    'N m/rad per joint, tau = tau_ff + kp (q_d - q) + kv (qd_d - qd); not set = Naganathan\'s '
-                    'rule kp = pi^2 f0^2 J0', runtime=True),
-        'kv': Param(DERIVED, float_list(lo=0.0, hi=1e5),
-                    'N m s/rad per joint; not set = 2 sqrt(Jmax kp) (critically damped at the largest inertia), '
-                    'capped by the sampling rate and delay', runtime=True),
-        'feedforward': Param(True, boolean(), 'add the rigid-body inverse dynamics of the reference', runtime=True),
-        'command_interface': Param('effort', choice(('effort', 'position')),
-                                   'effort: the PD torque on /effort_controller/commands; position: the plant\'s '
-                                   'joint servo (servo.enabled) is the PD, set-points on /position_controller/commands '
-                                   'and the rigid feed-forward as effort'),
-    },
-    'modal': {
-        'dq_max': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0), 'rad, allowed joint excursion (LQR weight)',
-                        runtime=True),
-        'tip_max': Param(DERIVED, float_range(lo=0.0, lo_open=True, hi=10.0),
-                         'm, allowed tip excursion; not set = 1 cm per metre of reach', runtime=True),
-        'rho': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0),
-                     'fraction of the effort limit available to the feedback (delay margin: laws/modal.py)',
-                     runtime=True),
-        'integral_time': Param(1.0, float_range(lo=0.0, lo_open=True, hi=1000.0), 's', runtime=True),
-        'schedule_step': Param(0.1, float_range(lo=0.001, hi=10.0), 'rad, gain-scheduling grid', runtime=True),
-        'integral': Param(True, boolean(), 'integral of the joint error while the reference is at rest',
-                          runtime=True),
-        'feedforward': Param(True, boolean(), 'rigid-body inverse dynamics of the reference', runtime=True),
-    },
-    'computed_torque': {
-        'omega_n': Param(DERIVED, float_list(lo=0.0, lo_open=True, hi=1e4),
-                         'rad/s per joint, tau = J(q) (qdd_d + kv e\' + kp e) + n(q, qd), kp = omega_n^2; not set = '
-                         'pi f0 (half the first clamped-joint frequency)', runtime=True),
-        'zeta': Param(DERIVED, float_list(lo=0.0, lo_open=True, hi=100.0),
-                      'damping ratio per joint (kv = 2 zeta omega_n); not set = 1', runtime=True),
-        'include_deflection': Param(False, boolean(),
-                                    'invert the flexible model\'s joint rows at the measured deflection',
-                                    runtime=True),
-    },
-}
+# each controller's own parameters: its law's GAINS table (one registration per controller: kinds.py)
+GAINS = {k: law_class(k).GAINS for k in KINDS}
 
 TABLES = {k: ParamTable(k, dict(COMMON, **GAINS[k])) for k in KINDS}
 

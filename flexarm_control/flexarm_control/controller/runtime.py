@@ -28,49 +28,25 @@ import numpy as np
 
 from flexarm_sim.common.params import DERIVED, ConfigError
 
-from ..laws import ComputedTorque, ModalLQR, PDServo, PointToPoint, make_shaper, model_modes
+from ..laws import PDServo, PointToPoint, make_shaper, model_modes
 from ..laws.base import rigid_model_of, velocity_gain_cap
+from ..laws.pd import gain_vector
 from ..laws.reference import ReferenceLimits
 from . import config
 from .designer import GainDesigner
+from .kinds import law_class
+from .planner import ReferencePlanner
 
 FALLBACK_DELAY_S = 0.05            # delay the fallback law's velocity gains are capped for
 RATE_CHECK_STATES = 50             # states before the received state rate is compared with `rate`
 RATE_TOLERANCE = 0.05
 
 
-def _gain_vector(v, n):
-    return None if v is DERIVED else (list(v) * n if len(v) == 1 else list(v))
-
-
 def make_law(kind, model, values):
-    """The control law of a controller node from its (validated) parameter values."""
-    dt = 1.0 / values['rate']
+    """The control law of a controller node from its (validated) parameter values (its law's `from_params`)."""
     delay = values['input_delay']
     delay = config.derived_input_delay(values) if delay is DERIVED else delay
-    n = model.n_joints
-    if kind == 'pd_servo':
-        law = PDServo(model, dt=dt, input_delay=delay or None, kp=_gain_vector(values['kp'], n),
-                      kv=_gain_vector(values['kv'], n), feedforward=values['feedforward'])
-        law.servo_in_plant = values['command_interface'] == 'position'
-        return law
-    if kind == 'modal':
-        law = ModalLQR(model, dt=dt, input_delay=delay, dq_max=values['dq_max'],
-                       tip_max=None if values['tip_max'] is DERIVED else values['tip_max'], rho=values['rho'],
-                       integral_time=values['integral_time'], schedule_step=values['schedule_step'],
-                       integral=values['integral'], feedforward=values['feedforward'],
-                       schedule_on='state' if values['lockstep'] else 'reference')
-        law.design_on_demand = values['lockstep']       # real time: designed ahead by the GainDesigner
-        return law
-    if kind == 'computed_torque':
-        kw = {}
-        if values['omega_n'] is not DERIVED:
-            kw['omega_n'] = _gain_vector(values['omega_n'], n)
-        if values['zeta'] is not DERIVED:
-            kw['zeta'] = _gain_vector(values['zeta'], n)
-        return ComputedTorque(model, dt=dt, input_delay=delay or None, include_deflection=values['include_deflection'],
-                              **kw)
-    raise ValueError(f'unknown controller {kind!r}')
+    return law_class(kind).from_params(model, values, 1.0 / values['rate'], delay)
 
 
 def fallback_law(model, dt):
@@ -98,9 +74,12 @@ class ControllerRuntime:
         self.fallback = fallback_law(model, 1.0 / self.rate)
         self.fallback.references = self.law.references            # the same reference, held or moving
         self.limits = ReferenceLimits(model)
-        self.designer = GainDesigner(self.law, self.log) if (kind == 'modal' and not self.lockstep) else None
+        self.designer = (GainDesigner(self.law, self.log) if (hasattr(self.law, 'design_cell') and not self.lockstep)
+                         else None)
         if self.designer is not None:
             self.law.prefetch([model.spec.nominal_configuration])  # the first cells, before any state
+        # laws that plan their references (tip_tracking): the planner (lock-step at once, real time in a thread)
+        self.planner = ReferencePlanner(self.law, self.lockstep, self.log) if hasattr(self.law, 'plan_for') else None
         # no safe mode in lock-step (no delay) nor when the plant's joint servo closes the loop (set-points only)
         self.safe_mode_applies = not self.lockstep and not getattr(self.law, 'servo_in_plant', False)
         self.safe_mode = False
@@ -127,22 +106,19 @@ class ControllerRuntime:
     def start(self):
         if self.designer is not None:
             self.designer.start()
+        if self.planner is not None:
+            self.planner.start()
 
     def stop(self):
         if self.designer is not None:
             self.designer.stop()
+        if self.planner is not None:
+            self.planner.stop()
 
     def effective_values(self) -> dict:
         """The values in force of the DERIVED parameters (for `ros2 param get/dump`)."""
-        law = self.law
-        out = {'input_delay': self.input_delay, 'safe_mode.max_state_age': self.max_state_age}
-        if self.kind == 'pd_servo':
-            out.update(kp=[float(x) for x in law.kp], kv=[float(x) for x in law.kv])
-        elif self.kind == 'modal':
-            out['tip_max'] = float(law.gains()['tip_max'])
-        else:
-            out.update(omega_n=[float(x) for x in law.omega_n], zeta=[float(x) for x in law.zeta])
-        return out
+        return dict(self.law.effective_values(), input_delay=self.input_delay,
+                    **{'safe_mode.max_state_age': self.max_state_age})
 
     # ------------------------------------------------------------------ parameters at run time
     def apply(self, new: dict, changed):
@@ -151,7 +127,8 @@ class ControllerRuntime:
         gains = {k: new[k] for k in changed if k in config.GAINS[self.kind]}
         if gains:
             n = self.model.n_joints
-            kw = {k: (_gain_vector(v, n) if isinstance(v, list) else v) for k, v in gains.items()}
+            kw = {k: (gain_vector(v, n) if isinstance(v, list) else (None if v is DERIVED else v))
+                  for k, v in gains.items()}
             try:
                 self.law.set_gains(**kw)
             except (ValueError, TypeError) as e:
@@ -176,6 +153,14 @@ class ControllerRuntime:
         self._last_t = t
         if self.values['default_move'] and not self._started_move:
             self._start_default_move(z, t)
+        if self.planner is not None and not self.lockstep:
+            finished, ok, why = self.planner.poll(t)
+            if finished and ok:
+                self.references_accepted += 1
+                self._design_ahead(self.law.references.active)
+            elif finished:
+                self._refuse(why)
+                self.log('warn', f'rejected reference: {why} (previous motion kept)')
         if self.safe_mode_applies:
             self._update_safe_mode(t, age_s, skipped)
         t0 = time.perf_counter()
@@ -223,8 +208,15 @@ class ControllerRuntime:
         self._started_move = True
         q0 = z[self.model.q_index]
         q1 = np.clip(q0 + self.values['move_angle'], self.limits.lo, self.limits.hi)
-        self.law.references.set(PointToPoint(q0, q1, self.values['move_time'], t), t)
-        self._apply_shaping(q1)
+        if self.planner is not None:        # a planned move starts after its pre-actuation
+            pre = float(self.values.get('pre_actuation', 0.5))
+            ok, why = self.planner.submit(PointToPoint(q0, q1, self.values['move_time'], t + pre), t)
+            if not ok:
+                self.log('warn', f'default move: {why}')
+                return
+        else:
+            self.law.references.set(PointToPoint(q0, q1, self.values['move_time'], t), t)
+            self._apply_shaping(q1)
         self._design_ahead(self.law.references.active)
         self.log('info', f'default move: {self.values["move_angle"]:.3f} rad of every joint in '
                          f'{self.values["move_time"]} s')
@@ -242,6 +234,13 @@ class ControllerRuntime:
         why = self.limits.violation(ref, t_now)
         if why:
             return self._refuse(why)
+        if self.planner is not None:        # the move is planned (at once in lock-step, else in the planner thread)
+            ok, why = self.planner.submit(ref, t_now)
+            if not ok:
+                return self._refuse(why)
+            if self.lockstep:
+                self.references_accepted += 1
+            return True, ''
         refs.set(ref, t_now)
         self._apply_shaping(ref.sample(ref.end_time)[0])
         self._design_ahead(ref)
@@ -278,6 +277,19 @@ class ControllerRuntime:
             return
         self.designer.request_configurations([ref.sample(t)[0] for t in np.linspace(t0, t1, 50)])
 
+    def command_end(self):
+        """Plant time at which the current command ends: the reference's end, delayed by input shaping, or the end
+        of a plan's post-actuation (None before any finite reference)."""
+        law = self.law
+        plan = getattr(law, 'plan', None)
+        if plan is not None:
+            return float(plan.t_end)
+        end = law.references.end_time
+        if not math.isfinite(end):
+            return None
+        shaper = getattr(law, 'shaper', None)
+        return float(end + (shaper.duration if shaper is not None else 0.0))
+
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self, stale: bool):
         lt = np.array(self._loop_times[-1000:]) * 1e6 if self._loop_times else np.zeros(1)
@@ -293,6 +305,14 @@ class ControllerRuntime:
              'stale': stale, 'lockstep': self.lockstep}
         if self.designer is not None:
             v.update(gain_cells_designed=self.designer.designed, gain_design_failures=self.designer.failures)
+        end = self.command_end()
+        if end is not None:
+            v['command_end_s'] = end
+        if self.planner is not None:
+            pl = self.planner
+            v.update(plans=pl.plans, plan_failures=pl.failures, planning=pl.planning,
+                     last_plan_time_s=pl.last_plan_time_s, moves_retimed=pl.moves_retimed,
+                     last_retime_s=pl.last_retime_s)
         if law.fault:
             return 'error', f'fault: {law.fault}', v
         if stale:

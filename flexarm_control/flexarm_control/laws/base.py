@@ -71,9 +71,24 @@ def as_vector(x, n, name, positive=False, nonnegative=False):
 
 
 class ControlLaw:
-    """Base class. Subclasses implement `_compute(t, z, zd, q_d, qd_d, qdd_d) -> tau` (unsaturated)."""
+    """Base class. Subclasses implement `_compute(t, z, zd, q_d, qd_d, qdd_d) -> tau` (unsaturated).
+
+    A law that is also a controller node (controller/kinds.py) declares its node parameters in `GAINS` (name ->
+    flexarm_sim.common.params.Param; `runtime=True` ones reach `set_gains`) and builds itself from their
+    validated values with `from_params`; `effective_values` gives the values in force of its DERIVED ones."""
 
     name = 'law'
+    GAINS = {}
+
+    @classmethod
+    def from_params(cls, model, values, dt, input_delay):
+        """The law of a controller node from its validated parameter values (values[name] for every name in GAINS,
+        DERIVED where not set), its control period dt and the input delay its gains are designed for."""
+        raise NotImplementedError
+
+    def effective_values(self) -> dict:
+        """{name: value in force} of the DERIVED parameters of GAINS (for `ros2 param get/dump`)."""
+        return {}
 
     def __init__(self, model, reference=None, effort_limit=None, dt=1e-3, shaper=None):
         self.model = model

@@ -25,11 +25,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from flexarm_sim.common.params import DERIVED, Param, boolean, float_list
+
 from .base import ControlLaw, as_vector, joint_hf_inertia, rigid_model_of, velocity_gain_cap
+from .pd import gain_vector
 
 
 class ComputedTorque(ControlLaw):
     name = 'computed_torque'
+    GAINS = {
+        'omega_n': Param(DERIVED, float_list(lo=0.0, lo_open=True, hi=1e4),
+                         'rad/s per joint, tau = J(q) (qdd_d + kv e\' + kp e) + n(q, qd), kp = omega_n^2; not set = '
+                         'pi f0 (half the first clamped-joint frequency)', runtime=True),
+        'zeta': Param(DERIVED, float_list(lo=0.0, lo_open=True, hi=100.0),
+                      'damping ratio per joint (kv = 2 zeta omega_n); not set = 1', runtime=True),
+        'include_deflection': Param(False, boolean(),
+                                    'invert the flexible model\'s joint rows at the measured deflection',
+                                    runtime=True),
+    }
+
+    @classmethod
+    def from_params(cls, model, values, dt, input_delay):
+        n = model.n_joints
+        kw = {}
+        if values['omega_n'] is not DERIVED:
+            kw['omega_n'] = gain_vector(values['omega_n'], n)
+        if values['zeta'] is not DERIVED:
+            kw['zeta'] = gain_vector(values['zeta'], n)
+        return cls(model, dt=dt, input_delay=input_delay or None, include_deflection=values['include_deflection'],
+                   **kw)
+
+    def effective_values(self):
+        return {'omega_n': [float(x) for x in self.omega_n], 'zeta': [float(x) for x in self.zeta]}
 
     def __init__(self, model, omega_n=None, zeta=1.0, include_deflection=False, input_delay=None, **kw):
         super().__init__(model, **kw)

@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from flexarm_sim.common.params import DERIVED, Param, boolean, choice, float_list
 from flexarm_sim.model.linearize import largest_servo_step
 
 from .base import ControlLaw, as_vector, rigid_model_of, velocity_gain_cap
@@ -71,8 +72,38 @@ def naganathan_gains(model, q_nominal=None, task=None, f0_hz=None, free_joints=F
                     'servo_hz': np.sqrt(kp / J0) / (2 * math.pi)}
 
 
+def gain_vector(v, n):
+    """A node's per-joint gain list (one value for all joints, or one per joint) as constructor input; None if
+    DERIVED (not set: the law's rule)."""
+    return None if v is DERIVED else (list(v) * n if len(v) == 1 else list(v))
+
+
 class PDServo(ControlLaw):
     name = 'pd_servo'
+    GAINS = {
+        'kp': Param(DERIVED, float_list(lo=0.0, hi=1e6),
+                    'N m/rad per joint, tau = tau_ff + kp (q_d - q) + kv (qd_d - qd); not set = Naganathan\'s '
+                    'rule kp = pi^2 f0^2 J0', runtime=True),
+        'kv': Param(DERIVED, float_list(lo=0.0, hi=1e5),
+                    'N m s/rad per joint; not set = 2 sqrt(Jmax kp) (critically damped at the largest inertia), '
+                    'capped by the sampling rate and delay', runtime=True),
+        'feedforward': Param(True, boolean(), 'add the rigid-body inverse dynamics of the reference', runtime=True),
+        'command_interface': Param('effort', choice(('effort', 'position')),
+                                   'effort: the PD torque on /effort_controller/commands; position: the plant\'s '
+                                   'joint servo (servo.enabled) is the PD, set-points on /position_controller/commands '
+                                   'and the rigid feed-forward as effort'),
+    }
+
+    @classmethod
+    def from_params(cls, model, values, dt, input_delay):
+        n = model.n_joints
+        law = cls(model, dt=dt, input_delay=input_delay or None, kp=gain_vector(values['kp'], n),
+                  kv=gain_vector(values['kv'], n), feedforward=values['feedforward'])
+        law.servo_in_plant = values['command_interface'] == 'position'
+        return law
+
+    def effective_values(self):
+        return {'kp': [float(x) for x in self.kp], 'kv': [float(x) for x in self.kv]}
 
     def __init__(self, model, kp=None, kv=None, feedforward=True, velocity='error', task=None, input_delay=None,
                  sample_cap=True, min_damping=0.3, **kw):

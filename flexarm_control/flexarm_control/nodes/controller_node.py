@@ -1,4 +1,5 @@
-"""ROS 2 controller nodes `pd_servo`, `modal`, `computed_torque`: adapters over controller/runtime.py.
+"""ROS 2 controller nodes (one per kind of controller/kinds.py: `pd_servo`, `modal`, `computed_torque`,
+`tip_tracking`): adapters over controller/runtime.py.
 
 Topics: subscribes `state_topic` (default /flexarm/state; /flexarm/state_estimate: the state_estimator's)
 (flexarm_msgs/FlexState, decoded by flexarm_sim.ros.flexstate; states of another
@@ -31,6 +32,7 @@ from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.precompile import ensure_kernels
+from flexarm_sim.ros import graph, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import CommandWriter, diagnostics, qos
@@ -38,6 +40,7 @@ from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from ..controller.config import TABLES
+from ..controller.kinds import KINDS
 from ..controller.runtime import ControllerRuntime
 
 class ControllerNode(Node):
@@ -61,21 +64,25 @@ class ControllerNode(Node):
         self._t_last_state = None
         self._answered = None                  # lock-step: ((step, stamp), z, zd, answer) of the last state answered
         self._blind_warned = False              # warned once: joints-only states under a modal law
-        self.decoder = FlexStateDecoder(self.layout)
+        self.decoder = FlexStateDecoder(self.layout, note=lambda text: self.get_logger().warning(text))
         self.writer = CommandWriter(model.n_joints)
-        self.pub = self.create_publisher(Float64MultiArray, '/effort_controller/commands', qos(10))
-        self.pub_stamped = self.create_publisher(JointEffortCommand, '/flexarm/effort_command', qos(10)) \
+        self.pub = self.create_publisher(Float64MultiArray, names.EFFORT_COMMANDS, qos(10))
+        self.pub_stamped = self.create_publisher(JointEffortCommand, names.STAMPED_COMMAND, qos(10)) \
             if self.lockstep else None
-        self.pub_position = self.create_publisher(Float64MultiArray, '/position_controller/commands', qos(10)) \
+        self.pub_position = self.create_publisher(Float64MultiArray, names.POSITION_COMMANDS, qos(10)) \
             if getattr(rt.law, 'servo_in_plant', False) else None
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
+        self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
         # the data path: states taken raw by a thread of their own (ros/hotpath.py: no executor in the way), decoded
         # in place (FlexStateDecoder), answered at once; real time keeps only the newest state, lock-step every one
         self._lock = threading.Lock()          # the runtime: hot thread (states) vs. executor (references, params)
         self.hot = HotSubscription(self, FlexState, self.params['state_topic'], qos(100 if self.lockstep else 1))
         self.hot_loop = HotLoop(self.hot, self._on_state, f'{kind}-states',
                                 on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
-        self.create_subscription(JointTrajectory, '/flexarm/reference', self._on_reference, qos(10))
+        self.create_subscription(JointTrajectory, names.REFERENCE, self._on_reference, qos(10))
+        # a second publisher beside this controller (commands) or beside the plant (states) is reported
+        self.sources = graph.monitor(self, [names.EFFORT_COMMANDS] + ([names.STAMPED_COMMAND] if self.lockstep else [])
+                                     + ([names.POSITION_COMMANDS] if self.pub_position is not None else []))
+        self.state_sources = graph.monitor(self, [self.params['state_topic']], what='states')
         if not self.lockstep:
             self.create_timer(1.0 / rt.rate if not self.params['event_driven'] else self.state_timeout,
                               self._on_timer)
@@ -135,7 +142,7 @@ class ControllerNode(Node):
                                       throttle_duration_sec=2.0)
             return
         self._t_last_state = st.t
-        if (not st.has_modes and not self._blind_warned and self.kind == 'modal'
+        if (not st.has_modes and not self._blind_warned and hasattr(self.rt.law, 'design_cell')
                 and self.model.n_coords > self.model.n_joints):
             self._blind_warned = True
             self.get_logger().warning(
@@ -205,17 +212,19 @@ class ControllerNode(Node):
             level, message, values = self.rt.diagnostics(self._stale)
         values = dict(values, arm_id=self.layout.arm_id, states_decoded_fast=self.decoder.fast,
                       states_decoded_slow=self.decoder.slow)
+        for mon in (self.sources, self.state_sources):
+            _, why, more = graph.watch(self, mon, self.get_logger().warning)
+            values.update(more)
+            if why:
+                level, message = ('warn', why) if level == 'ok' else (level, f'{message}; {why}')
+        if self.decoder.other_arms:
+            values['states_of_other_arms'] = ', '.join(self.decoder.other_arms)
         self.pub_diag.publish(diagnostics(f'flexarm_control/{self.get_name()}', self.model.spec.name, level, message,
                                           values, self.get_clock().now().nanoseconds))
 
 
-def pd_servo():
-    return ControllerNode('pd_servo')
-
-
-def modal():
-    return ControllerNode('modal')
-
-
-def computed_torque():
-    return ControllerNode('computed_torque')
+def __getattr__(kind):
+    """`controller_node:<kind>` (entry.py, run_node): a factory of the controller node of any registered kind."""
+    if kind in KINDS:
+        return lambda: ControllerNode(kind)
+    raise AttributeError(kind)

@@ -45,7 +45,8 @@ from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.precompile import compile_lock, ensure_kernels
-from flexarm_sim.ros.flexstate import FlexStateEncoder
+from flexarm_sim.ros import names
+from flexarm_sim.ros.flexstate import FlexStateEncoder, check_arm
 from flexarm_sim.ros.messages import diagnostics, qos
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
@@ -81,8 +82,8 @@ class EstimatorNode(Node):
         # from a backlog), 100 in lock-step (every instant must be answered); commands: every one is validated in
         # order (depth 10 in real time), so a rejected command never hides the valid one sent just before it
         readings = qos(100 if self.lockstep else 1)
-        self.pub = self.create_publisher(FlexState, '/flexarm/state_estimate', qos(100 if self.lockstep else 10))
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
+        self.pub = self.create_publisher(FlexState, names.STATE_ESTIMATE, qos(100 if self.lockstep else 10))
+        self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
         # lock-step bookkeeping: instants to answer, the newest reading stamps, commands by step
         self._instants = collections.deque()
         self._stamps = {'joints': -1, 'strain': -1, 'accel': -1}
@@ -92,16 +93,16 @@ class EstimatorNode(Node):
         self._wait_since = None
         # readings before the tick: their subscriptions first (module docstring)
         if rt.sensor_set.gauges:
-            self.create_subscription(StrainGauges, '/flexarm/strain', self._on_strain, readings)
+            self.create_subscription(StrainGauges, names.STRAIN, self._on_strain, readings)
         if rt.sensor_set.accelerometer:
-            self.create_subscription(Imu, '/flexarm/tip_imu', self._on_imu, readings)
+            self.create_subscription(Imu, names.TIP_IMU, self._on_imu, readings)
         if self.lockstep:
-            self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped_command, qos(100))
+            self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped_command, qos(100))
         else:
-            self.create_subscription(Float64MultiArray, '/effort_controller/commands', self._on_command, qos(10))
-        self.create_subscription(JointState, '/joint_states', self._on_joints, readings)
+            self.create_subscription(Float64MultiArray, names.EFFORT_COMMANDS, self._on_command, qos(10))
+        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, readings)
         if self.lockstep:
-            self.create_subscription(FlexState, '/flexarm/state', self._on_instant, readings)
+            self.create_subscription(FlexState, names.STATE, self._on_instant, readings)
         self._t_last_js = time.monotonic()
         self._last_stamp_ns = None
         self._last_msg = None
@@ -178,6 +179,11 @@ class EstimatorNode(Node):
         self._advance()
 
     def _on_instant(self, msg):
+        try:
+            check_arm(msg, self.layout)         # the plant's instants only (an empty or another arm's id: refused)
+        except ValueError as e:
+            self._rejected('state', str(e))
+            return
         step, t_ns = int(msg.step), stamp_ns(msg.header.stamp)
         if self._last_instant == (step, t_ns):
             # the plant re-sends its state while it waits for the command: the controller may have missed the

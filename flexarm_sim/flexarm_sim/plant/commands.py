@@ -72,12 +72,15 @@ class CommandGate(LatestCommand):
 class LockstepInbox:
     """Stamped commands for lock-step mode: the plant takes the one for its next control step.
 
-    A command for step k is accepted when k is the step the plant is waiting for or a later one (buffered); a
-    command for an already integrated step is stale (counted, dropped). If the command carries a non-zero stamp it
-    must equal the stamp of the state it was computed from, which keeps commands computed before a reset from
-    being applied after it. Values: the one rule (clamped to +-limits)."""
+    A command for step k is accepted when k is the step the plant is waiting for or one of the next MAX_AHEAD - 1
+    (buffered: a controller may answer a state before the plant has moved on to wait for it); a command for an
+    already integrated step is stale, one for a step MAX_AHEAD or more ahead is far (both counted, dropped: a
+    sender of far-future steps — 1,100 commands for steps 1e9... — can never fill the inbox and so never keeps the
+    command the plant waits for out). If the command carries a non-zero stamp it must equal the stamp of the state
+    it was computed from, which keeps commands computed before a reset from being applied after it. Values: the one
+    rule (clamped to +-limits)."""
 
-    MAX_BUFFERED = 1000
+    MAX_AHEAD = 16
 
     def __init__(self, limits):
         self.cond = threading.Condition()
@@ -89,6 +92,7 @@ class LockstepInbox:
         self.rejected = 0
         self.clamped = 0
         self.stale = 0
+        self.far = 0
         self.accepted = 0
         self.last_reject_reason = ''
 
@@ -103,9 +107,13 @@ class LockstepInbox:
                 self.rejected += 1
                 self.last_reject_reason = reason
                 return False, reason
-            if step < self.expected or len(self._buf) >= self.MAX_BUFFERED:
+            if step < self.expected:
                 self.stale += 1
                 return False, f'stale: step {step}, waiting for {self.expected}'
+            if step >= self.expected + self.MAX_AHEAD:
+                self.far += 1
+                return False, (f'far ahead: step {step}, waiting for {self.expected} (at most {self.MAX_AHEAD - 1} '
+                               'ahead are kept)')
             self.accepted += 1
             self.clamped += clamped
             self._buf[step] = (stamp_ns, eff)

@@ -87,6 +87,15 @@ TABLE = ParamTable('plant', {
     'lockstep.republish_period': Param(0.5, float_range(lo=0.01, hi=60.0),
                                        's wall: re-send the current state while waiting for a command',
                                        runtime=True),
+    'lockstep.controller_timeout': Param(5.0, float_range(lo=0.05, hi=3600.0),
+                                         's wall: a controller that has not answered the plant\'s state for this long '
+                                         'is reported (log line, /diagnostics ERROR; WARN before its first command) '
+                                         'and lockstep.on_controller_timeout applies', runtime=True),
+    'lockstep.on_controller_timeout': Param('stop', choice(('stop', 'zero_torque')),
+                                            'stop: integration stops (the state is re-sent) until the controller '
+                                            'answers; zero_torque: the plant goes on with zero torque, one control '
+                                            'period per period of wall time, until it answers (the run is then no '
+                                            'longer reproducible)', runtime=True),
     # ---------------------------------------------------------------- sensor models (flexarm_sim/sensors.py)
     'sensors.seed': Param(0, integer(lo=0, hi=2 ** 31 - 1), 'seed of the sensors\' noise (reproducible runs)'),
     'sensors.encoders.enabled': Param(False, boolean(),

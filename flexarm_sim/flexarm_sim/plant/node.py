@@ -23,6 +23,10 @@ encoders' and drives' readings instead of the true joint state; strain gauges on
 (flexarm_msgs/StrainGauges), the tip accelerometer on /flexarm/tip_imu (sensor_msgs/Imu), each stamped with its
 sample instant (encoding: ros/sensors.py).
 
+Names: every topic and service above is relative to the node's namespace (ros/names.py): these absolute names in
+the root namespace, /armB/flexarm/state ... in /armB. More than one publisher on a command topic is reported in
+/diagnostics (WARN naming them and their GIDs, counted: common/sources.py).
+
 QoS (all KEEP_LAST, VOLATILE, reliable): /joint_states 10, /flexarm/state 10 (lockstep 500), /flexarm/markers 5,
 /diagnostics 10, /clock 10 (simtime/lockstep), /effort_controller/commands 10, /position_controller/commands 10,
 /flexarm/effort_command 100, /flexarm/strain 10, /flexarm/tip_imu 10.
@@ -48,6 +52,7 @@ from ..arms import arm_id, load_arm_model
 from ..common.params import ConfigError
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
+from ..ros import graph, names
 from ..ros.flexstate import FlexStateEncoder
 from ..ros.hotpath import HotSubscription
 from ..ros.parameters import NodeParams, warn_unmatched_params_files
@@ -88,28 +93,31 @@ class PlantNode(Node):
         self.frame_id = frame
         self.mode = rt.mode
 
-        self.pub_js = self.create_publisher(JointState, '/joint_states', qos(10))
+        self.pub_js = self.create_publisher(JointState, names.JOINT_STATES, qos(10))
         # lock-step runs as fast as its controller answers: a deeper history lets observers (recorders, the runner)
         # lag a few hundred states without losing one
-        self.pub_state = self.create_publisher(FlexState, '/flexarm/state', qos(500 if self.mode == 'lockstep' else 10))
-        self.pub_markers = self.create_publisher(MarkerArray, '/flexarm/markers', qos(5))
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', qos(10))
-        self.pub_clock = self.create_publisher(Clock, '/clock', qos(10)) if self.mode != 'realtime' else None
+        self.pub_state = self.create_publisher(FlexState, names.STATE, qos(500 if self.mode == 'lockstep' else 10))
+        self.pub_markers = self.create_publisher(MarkerArray, names.MARKERS, qos(5))
+        self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
+        self.pub_clock = self.create_publisher(Clock, names.CLOCK, qos(10)) if self.mode != 'realtime' else None
         self._clock_msg = Clock()
         self._sensor_publishers(rt)
         # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader); the loop thread takes
         # the torque commands itself at every tick (ros/hotpath.py: no executor callback per command)
-        self.hot_effort = HotSubscription(self, Float64MultiArray, '/effort_controller/commands', qos(10))
+        self.hot_effort = HotSubscription(self, Float64MultiArray, names.EFFORT_COMMANDS, qos(10))
         if self.mode == 'lockstep':       # the loop thread takes them itself (ros/hotpath.py: no executor hop)
-            self.hot = HotSubscription(self, JointEffortCommand, '/flexarm/effort_command', qos(100))
+            self.hot = HotSubscription(self, JointEffortCommand, names.STAMPED_COMMAND, qos(100))
         else:
             self.hot = None
-            self.create_subscription(JointEffortCommand, '/flexarm/effort_command', self._on_stamped, qos(100),
+            self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped, qos(100),
                                      raw=True)
         if rt.core.servo is not None:
-            self.create_subscription(Float64MultiArray, '/position_controller/commands', self._on_position, qos(10))
-        self.create_service(SetState, '/flexarm/reset', self._on_reset)
-        self.create_service(SetBool, '/flexarm/pause', self._on_pause)
+            self.create_subscription(Float64MultiArray, names.POSITION_COMMANDS, self._on_position, qos(10))
+        # who commands this plant: more than one publisher on a command topic is reported (ros/graph.py)
+        self.sources = graph.monitor(self, [names.EFFORT_COMMANDS, names.STAMPED_COMMAND]
+                                     + ([names.POSITION_COMMANDS] if rt.core.servo is not None else []))
+        self.create_service(SetState, names.RESET, self._on_reset)
+        self.create_service(SetBool, names.PAUSE, self._on_pause)
         self.get_logger().info(
             f'arm {model.spec.name} ({path}): {n} joints, {int(model.mode_index.size)} modes; {self.mode} at '
             f'{rt.rate:g} Hz, {rt.core.method} x{rt.core.substeps} substeps, state at '
@@ -126,9 +134,9 @@ class PlantNode(Node):
             return
         self.sensor_enc = SensorEncoder(self.model, sn.cfg, self.arm_id, accel_variance=sn.accel_variance)
         if sn.cfg.gauges:
-            self.pub_strain = self.create_publisher(StrainGauges, '/flexarm/strain', qos(10))
+            self.pub_strain = self.create_publisher(StrainGauges, names.STRAIN, qos(10))
         if sn.cfg.accelerometer:
-            self.pub_imu = self.create_publisher(Imu, '/flexarm/tip_imu', qos(10))
+            self.pub_imu = self.create_publisher(Imu, names.TIP_IMU, qos(10))
 
     def _marker_encoder(self, trail_length, line_lengths=None):
         enc = self.marker_encoders.get(trail_length)
@@ -198,6 +206,10 @@ class PlantNode(Node):
 
     def diagnostics(self, level, message, values):
         values = dict(values, arm_id=self.arm_id)
+        lv, why, more = graph.watch(self, self.sources, self.get_logger().warning)
+        values.update(more)
+        if why:
+            level, message = ('warn', why) if level == 'ok' else (level, f'{message}; {why}')
         self.pub_diag.publish(diagnostics('flexarm plant', self.model.spec.name, level, message, values,
                                           self.get_clock().now().nanoseconds))
 

@@ -15,7 +15,12 @@ Time modes:
 * lockstep: simulated time; the control period is publish_rates.state (a divisor of loop_rate): at every control
   instant k the plant publishes state k and waits for the flexarm_msgs/JointEffortCommand with step k+1 (stamped
   with state k's stamp, or zero), then integrates loop_rate/state_rate steps with that torque held (zero-order
-  hold, as a sampled controller in real time). Reproducible bit for bit.
+  hold, as a sampled controller in real time). Reproducible bit for bit. It never hangs silently: a wait longer
+  than lockstep.controller_timeout (wall) is logged and reported (/diagnostics WARN before the controller's first
+  command, ERROR after it) and, once a controller has answered, lockstep.on_controller_timeout applies: `stop`
+  (integration stands still, the state is re-sent, until the controller answers) or `zero_torque` (the plant goes on
+  with zero torque, one control period per period of wall time, taking the controller's command again as soon as
+  one for the expected step arrives).
 
 Sink interface (called from the loop thread unless noted):
     joint_state(z, zd, tau, t_ns); state(z, zd, tau, step, t_ns); clock(t_ns)
@@ -95,6 +100,13 @@ class PlantRuntime:
         self.total_steps = 0                    # integrated steps since start (never reset): simulated clock
         self.plant_time = 0.0                   # s, watchdog clock
         self.ignored_unstamped = 0
+        # lock-step controller watchdog (loop thread writes, output thread reads)
+        self._wait_since = None                 # monotonic s since the plant waits for the current command
+        self._wait_step = 0
+        self.controller_answered = False        # a lock-step command was taken since start
+        self.controller_silent = False          # the current wait passed lockstep.controller_timeout
+        self.controller_timeouts = 0
+        self.zero_torque_periods = 0
         self.loop_priority = 0
         self.watchdog_state = self.gate.state
         self._trail = collections.deque(maxlen=max(1, values['markers.trail_length']))
@@ -299,13 +311,22 @@ class PlantRuntime:
         }
         if self.sensors is not None:
             v.update(self.sensors.diagnostics())
+        silent = ''
         if self.mode == 'lockstep':
             v['control_period_steps'] = self.control_steps
             v['lockstep_waiting_for_step'] = self.inbox.expected
             v['lockstep_stale_commands'] = self.inbox.stale
+            v['lockstep_far_ahead_commands'] = self.inbox.far
             v['unstamped_commands_ignored'] = self.ignored_unstamped
+            waited = self.controller_wait()
+            v['lockstep_controller_wait_s'] = waited
+            v['lockstep_controller_timeouts'] = self.controller_timeouts
+            v['lockstep_zero_torque_periods'] = self.zero_torque_periods
+            silent = self.silence_message(waited)
         if c.diverged:
             level, msg = 'error', c.diverged + ' — call /flexarm/reset'
+        elif silent:
+            level, msg = ('error' if self.controller_answered else 'warn'), silent
         elif self.paused:
             level, msg = 'warn', 'paused'
         elif self.awaiting_command:
@@ -320,6 +341,25 @@ class PlantRuntime:
         elif not within:
             msg += '; ' + validity
         return level, msg, v
+
+    def controller_wait(self) -> float:
+        """Lock-step: wall seconds the plant has been waiting for the current command (0 when not waiting)."""
+        since = self._wait_since
+        return 0.0 if since is None else max(0.0, time.monotonic() - since)
+
+    def silence_message(self, waited: float) -> str:
+        """'' unless the lock-step controller is overdue (lockstep.controller_timeout), else what the plant does."""
+        timeout = self.cfg['lockstep.controller_timeout']
+        if waited <= timeout and not (self.controller_silent and self._wait_since is not None):
+            return ''
+        step = self._wait_step
+        if not self.controller_answered:
+            return (f'lock-step: no controller command yet after {waited:.1f} s (waiting for step {step} on '
+                    'flexarm/effort_command; is a controller running with lockstep:=true?)')
+        action = ('integration stopped until it answers' if self.cfg['lockstep.on_controller_timeout'] == 'stop'
+                  else f'zero torque ({self.zero_torque_periods} periods so far) until it answers')
+        return (f'lock-step: controller silent for {waited:.1f} s (> lockstep.controller_timeout {timeout:g} s, '
+                f'waiting for step {step}): {action}')
 
     def marker_layout(self):
         """(joints, lines, tip) of the arm at rest: the shapes the marker encoder is built for."""
@@ -535,26 +575,73 @@ class PlantRuntime:
 
     def _await_command(self, tau, gen, take, republish) -> bool:
         """Wait for the command of the expected step into tau; re-send the state every lockstep.republish_period
-        meanwhile. False if stopped, paused or reset first."""
+        meanwhile; watch the controller (lockstep.controller_timeout, module docstring). True with the command in
+        tau (zero_torque: zeros once the controller is overdue); False if stopped, paused or reset first."""
         inbox = self.inbox
-        next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
-        while self._running and not self.paused and inbox.generation == gen:
-            with inbox.cond:
-                if inbox.take(tau):
+        now = time.monotonic()
+        self._wait_since, self._wait_step = now, inbox.expected
+        next_republish = now + self.cfg['lockstep.republish_period']
+        try:
+            while self._running and not self.paused and inbox.generation == gen:
+                deadline = self._watchdog_deadline()
+                wake = min(next_republish, deadline)
+                with inbox.cond:
+                    if inbox.take(tau):
+                        self._answered()
+                        return True
+                    if take is None:
+                        inbox.cond.wait(max(0.0, wake - time.monotonic()))
+                if take is not None:
+                    cmd = take(max(0.0, wake - time.monotonic()))
+                    if cmd is not None:
+                        ok, reason = inbox.submit(*cmd)
+                        if not ok and not reason.startswith('stale'):
+                            self._log_reject(reason)
+                        continue
+                now = time.monotonic()
+                if now >= deadline and self._controller_overdue(now):
+                    tau[:] = 0.0                         # zero_torque: this period without the controller
+                    self.zero_torque_periods += 1
                     return True
-                if take is None:
-                    inbox.cond.wait(max(0.0, next_republish - time.monotonic()))
-            if take is not None:
-                cmd = take(max(0.0, next_republish - time.monotonic()))
-                if cmd is not None:
-                    ok, reason = inbox.submit(*cmd)
-                    if not ok and not reason.startswith('stale'):
-                        self._log_reject(reason)
-                    continue
-            if time.monotonic() >= next_republish:
-                republish()
-                next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
-        return False
+                if now >= next_republish:
+                    republish()
+                    next_republish = time.monotonic() + self.cfg['lockstep.republish_period']
+            return False
+        finally:
+            self._wait_since = None
+
+    def _watchdog_deadline(self) -> float:
+        """When the current wait next needs the watchdog: the timeout, or (zero_torque, overdue) one control period
+        of wall time after the wait began."""
+        if self.controller_silent and self.cfg['lockstep.on_controller_timeout'] == 'zero_torque':
+            return self._wait_since + self.control_steps / self.rate
+        if self.controller_silent or (self._timeout_reported and not self.controller_answered):
+            return math.inf                      # reported already: wait on
+        return self._wait_since + self.cfg['lockstep.controller_timeout']
+
+    _timeout_reported = False               # the first-command warning was logged (once per run)
+
+    def _controller_overdue(self, now) -> bool:
+        """The watchdog fired at `now`: report once per silence; True if the period is to run with zero torque."""
+        waited = now - self._wait_since
+        if not self.controller_answered:
+            if not self._timeout_reported:
+                self._timeout_reported = True
+                self._log('warn', self.silence_message(waited))
+            return False
+        if not self.controller_silent:
+            self.controller_silent = True
+            self.controller_timeouts += 1
+            self._log('error', self.silence_message(waited))
+        return self.cfg['lockstep.on_controller_timeout'] == 'zero_torque'
+
+    def _answered(self):
+        """The controller's command for the expected step was taken."""
+        if self.controller_silent:
+            self.controller_silent = False
+            self._log('info', f'lock-step: the controller answers again (step {self._wait_step}; '
+                              f'{self.zero_torque_periods} zero-torque periods so far)')
+        self.controller_answered = True
 
     def _log_reject(self, reason):
         if self.warn_throttle(time.monotonic()):

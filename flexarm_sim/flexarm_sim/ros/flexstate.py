@@ -7,11 +7,15 @@ the node publishes the bytes (no per-field conversion inside rclpy).
 Decoding (controllers, state estimator, flex_joint_states, the runner): `decode_state(msg, layout)` (a message
 object) or `FlexStateDecoder(layout).decode(bytes)` (raw subscriptions; the same rule, read at the learnt offsets
 once a message of the arm's shape has been accepted), with one
-tolerance rule: the state must be of this arm (a non-empty arm_id equal to the layout's; joint names, when
-given, the layout's — in another order they are matched by name), every value finite, one position and velocity per joint; its links are
-matched by name and each flexible link must bring exactly its modal coordinates and rates — except a state with
-no link entries at all (the hardware bridge measures joints only), which decodes with zero modal coordinates and
-`has_modes` False. Anything else raises ValueError saying what does not fit.
+tolerance rule: the state must say which arm it is (an empty arm_id is refused) and be of this arm: its arm_id
+equal to the layout's, or — another arm's id — with the same layout (the same joint names and, unless it carries
+joints only, the same flexible links with the same number of modes each: a perturbed plant under a nominally
+designed controller, `flexarm run --plant-arm`), which is accepted and reported once per id through `note` naming
+both; joint names, when given, the layout's — in another order they are matched by name; every value finite and
+plausible for the arm (ArmLayout.implausible: q = 1e300 is no state of it); one position and velocity per joint;
+its links are matched by name and each flexible link must bring exactly its modal coordinates and rates — except a
+state with no link entries at all (the hardware bridge measures joints only), which decodes with zero modal
+coordinates and `has_modes` False. Anything else raises ValueError saying what does not fit.
 """
 from __future__ import annotations
 
@@ -96,11 +100,33 @@ def stamp_seconds(stamp) -> float:
     return stamp.sec + 1e-9 * stamp.nanosec
 
 
-def decode_state(msg, layout) -> DecodedState:
-    """(z, zd, ...) of `layout` from a FlexState; ValueError naming what does not fit (module docstring)."""
+def check_arm(msg, layout) -> str:
+    """'' if the message is of the layout's arm; a note naming both ids if it is another arm's with the same layout
+    (accepted); ValueError if it has no arm_id or another arm's of another layout (module docstring)."""
+    if not msg.arm_id:
+        raise ValueError('state without arm_id: the sender does not say which arm it is')
+    if not layout.arm_id or msg.arm_id == layout.arm_id:
+        return ''
+    theirs = {lk.link_name: len(lk.modal_position) for lk in msg.links}
+    ours = {lk.name: lk.n_modes for lk in layout.flexible_links}
+    why = ''
+    if sorted(msg.joint_names) != sorted(layout.joint_names):
+        why = f'joints {list(msg.joint_names)}, this arm has {list(layout.joint_names)}'
+    elif theirs and theirs != ours:
+        why = f'modes per link {theirs}, this arm has {ours}'
+    if why:
+        raise ValueError(f'state of arm {msg.arm_id!r}, this node runs {layout.arm_id!r} ({why})')
+    return (f'states of arm {msg.arm_id!r} accepted by this node of arm {layout.arm_id!r}: the same layout '
+            f'(joints {list(layout.joint_names)}' + (f', modes per link {ours})' if theirs else ', joints only)'))
+
+
+def decode_state(msg, layout, note=None) -> DecodedState:
+    """(z, zd, ...) of `layout` from a FlexState; ValueError naming what does not fit (module docstring).
+    note(arm_id, text): called when the state is another arm's of the same layout (accepted)."""
     n = layout.n_joints
-    if msg.arm_id and layout.arm_id and msg.arm_id != layout.arm_id:
-        raise ValueError(f'state of arm {msg.arm_id!r}, this node runs {layout.arm_id!r}')
+    other = check_arm(msg, layout)
+    if other and note is not None:
+        note(msg.arm_id, other)
     order = None
     if len(msg.joint_names) and tuple(msg.joint_names) != tuple(layout.joint_names):
         if sorted(msg.joint_names) != sorted(layout.joint_names):
@@ -129,6 +155,9 @@ def decode_state(msg, layout) -> DecodedState:
             zd[lk.modes] = m.modal_velocity
     if not (np.all(np.isfinite(z)) and np.all(np.isfinite(zd))):
         raise ValueError('non-finite value')
+    why = layout.implausible(z, zd)
+    if why:
+        raise ValueError(why)
     tau = np.asarray(msg.effort, dtype=float) if len(msg.effort) else np.zeros(n)
     if order is not None and len(msg.effort):
         tau = tau[order]
@@ -149,11 +178,14 @@ class FlexStateDecoder:
     fixed bytes (sizes, names, arm_id, frame) are read with numpy at the learnt offsets (the same values, ~20x
     faster); any other message takes the slow path again."""
 
-    def __init__(self, layout):
+    def __init__(self, layout, note=None):
+        """note(text): told once per arm_id when another arm's states of the same layout are accepted."""
         self.layout = layout
         self.cdr = None
         self.fast = 0
         self.slow = 0
+        self.note = note
+        self.other_arms = {}            # arm_id -> the note: another arm's states accepted (same layout)
 
     def decode(self, data) -> DecodedState:
         cdr = self.cdr
@@ -168,6 +200,9 @@ class FlexStateDecoder:
             tau, ee = f64[self._itau], f64[self._iee]
             if not (np.all(np.isfinite(z)) and np.all(np.isfinite(zd))):
                 raise ValueError('non-finite value')
+            why = self.layout.implausible(z, zd)
+            if why:
+                raise ValueError(why)
             if not np.all(np.isfinite(tau)):
                 raise ValueError('non-finite effort')
             sec, nsec = _STAMP.unpack_from(data, 4)
@@ -175,9 +210,16 @@ class FlexStateDecoder:
                                 _U64.unpack_from(data, self._step_off)[0], bool(self._flex), ee[:3], ee[3:])
         self.slow += 1
         msg = deserialize_message(bytes(data), FlexState)
-        st = decode_state(msg, self.layout)
+        st = decode_state(msg, self.layout, self._other_arm)
         self._learn(msg)
         return st
+
+    def _other_arm(self, arm, text):
+        """Another arm's states of the same layout: told once per arm (the fast path sees the same arm_id bytes)."""
+        if arm not in self.other_arms:
+            self.other_arms[arm] = text
+            if self.note is not None:
+                self.note(text)
 
     def _learn(self, msg):
         """Remember the layout of a message decode_state accepted, if the fast path can read it (arm order)."""

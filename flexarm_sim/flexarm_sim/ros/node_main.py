@@ -19,7 +19,8 @@ the numba/LLVM, scipy and rclpy object graphs one by one: 0.5-1.5 s measured, mo
 resource that matters (threads, hardware, DDS participant, logging) is closed by then.
 
 Start-up errors the node can name (`ConfigError`: a bad parameter or arm file) print one line naming the
-parameter and exit 2; other exceptions are bugs and keep their traceback.
+parameter and exit 2; so does DDS-Security requested (ROS_SECURITY_ENABLE=true) where the DDS has none
+(dds_security.py: never silently unprotected). Other exceptions are bugs and keep their traceback.
 """
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
         print(f'{name}: starting', file=sys.stderr, flush=True)
         import rclpy
         from rclpy.signals import SignalHandlerOptions
+        from .dds_security import refusal
+        why = refusal()                 # security requested but not available: never run unprotected
+        if why:
+            print(f'{name}: {why}', file=sys.stderr, flush=True)
+            return 2
         factory = _resolve(factory)
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         node = factory()

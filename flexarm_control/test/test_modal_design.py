@@ -1,0 +1,90 @@
+"""The modal feedback's design (issue 23 item 2): Bryson weights on physical quantities, no integrator without
+friction, and robustness as a tested property — the sampled closed loop (laws.modal.closed_loop_radius) stays
+stable for fed-back modal coordinates scaled by 0.85 and 1.15 and for plants with +-20 % payload and +-15 % E.I,
+at the start, middle and end of the standard move, on every shipped arm with flexible links."""
+import math
+
+import numpy as np
+import pytest
+
+from flexarm_control.laws.modal import ModalLQR, closed_loop_radius
+from flexarm_control.laws.tip_tracking import TipTracking
+from flexarm_control.moves import perturbed_model
+from flexarm_sim.arms import resolve_arm, shipped_arms
+from flexarm_sim.model import load_model
+from flexarm_sim.model.spec import arm_from_dict, arm_to_dict
+
+DT = 0.002
+FLEXIBLE = [a for a in shipped_arms() if load_model(resolve_arm(a)).mode_index.size]
+
+
+@pytest.fixture(scope='module')
+def models():
+    return {a: load_model(resolve_arm(a)) for a in FLEXIBLE}
+
+
+def _configurations(model):
+    q0 = np.asarray(model.spec.nominal_configuration, dtype=float)
+    return [q0, q0 + math.radians(30), q0 + math.radians(60)]
+
+
+@pytest.mark.parametrize('arm', FLEXIBLE)
+@pytest.mark.parametrize('law_class', [ModalLQR, TipTracking])
+def test_lockstep_design_is_stable_for_modal_scale_and_payload_and_stiffness_errors(models, arm, law_class):
+    model = models[arm]
+    law = law_class(model, dt=DT)
+    plants = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
+    worst = {}
+    for q in _configurations(model):
+        for s in (0.85, 1.0, 1.15):
+            worst[f'modal x{s}'] = max(worst.get(f'modal x{s}', 0.0), closed_loop_radius(law, model, q, s))
+        for p in plants:
+            worst[p.spec.name] = max(worst.get(p.spec.name, 0.0), closed_loop_radius(law, p, q))
+    assert max(worst.values()) < 1.0, worst
+
+
+@pytest.mark.parametrize('arm', FLEXIBLE)
+def test_real_time_design_for_one_period_of_delay_is_stable_on_the_nominal_arm(models, arm):
+    """Real time: the gains are designed for the one-period transport delay (laws/modal.py) and the closed loop with
+    that delay is stable on the nominal arm (its robustness ranges are reported by bench_controllers.py)."""
+    model = models[arm]
+    for law_class in (ModalLQR, TipTracking):
+        law = law_class(model, dt=DT, input_delay=DT)
+        for q in _configurations(model):
+            assert closed_loop_radius(law, model, q) < 1.0
+
+
+def test_the_closed_loop_radius_sees_an_unstable_design():
+    """The analysis can fail: a gain of the wrong sign is reported unstable."""
+    model = load_model(resolve_arm('slewing_beam'))
+    law = ModalLQR(model, dt=DT)
+    law.design_delayed = lambda q, _d=law.design_delayed: (lambda g: (-g[0],) + g[1:])(_d(q))
+    assert closed_loop_radius(law, model, np.zeros(1)) > 1.0
+
+
+def test_weights_are_bryson_allowances_on_physical_quantities(models):
+    model = models['deluca_two_link']
+    law = TipTracking(model, dt=DT)
+    g = law.gains()
+    reach = 1.0
+    assert g['tip_max'] == pytest.approx(0.6e-3 * reach)
+    assert g['dq_max'] == pytest.approx(8 * g['tip_max'] / reach)
+    assert g['dq_rate_max'] == pytest.approx(16 * g['tip_rate_max'] / reach)
+    assert g['modal_rate_max'] == pytest.approx(g['tip_rate_max'])
+    Q, R = law.weights()
+    N = model.n_coords
+    assert R[0, 0] == pytest.approx(1.0 / (g['rho'] * 2.0) ** 2)
+    # the tip-position block is C^T C / tip_max^2 plus the joint allowance
+    assert Q[0, 0] >= 1.0 / g['dq_max'] ** 2
+    assert Q.shape == (2 * N + 2, 2 * N + 2) and np.allclose(Q[2 * N:, 2 * N:], 0.0)     # no integrator
+
+
+def test_integral_action_only_with_friction(models):
+    model = models['deluca_two_link']
+    assert ModalLQR(model, dt=DT).integral is False
+    d = arm_to_dict(model.spec)
+    d['joints'][0]['friction'] = {'viscous': 0.01, 'coulomb': 0.02}
+    rough = load_model(arm_from_dict(d))
+    law = ModalLQR(rough, dt=DT)
+    assert law.integral is True and law.gains()['integral_time'] == pytest.approx(0.2)
+    assert closed_loop_radius(law, rough, np.zeros(2)) < 1.0
