@@ -223,6 +223,7 @@ def inject(rig, fault, restart_with=None):
     q0 = np.array(rig.js[-1].position) if rig.js else np.zeros(2)
     sign = 1.0 if q0[0] < 0.5 else -1.0             # back and forth
     target = q0 + sign * np.array(TARGET)
+    n_move = len(rig.procs['hardware_bridge'].err)
     rig.start_move(target)
     n0 = len(rig.js)
     # during the acceleration: the shoulder 10 % of the way
@@ -231,6 +232,11 @@ def inject(rig, fault, restart_with=None):
     bridge = rig.procs['hardware_bridge']
     gap_before = float(rig.diag().get('instruction_gap_max_ms', 'nan'))
     n_err0 = len(bridge.err)
+    # the precondition: the bridge drives the move when the fault comes (a host stall longer than bus_watchdog
+    # under load makes the servos stop and the bridge fault by itself: then this run proves nothing)
+    before = [s for s in bridge.err[n_move:n_err0] if 'FAULT' in s]
+    assert not before, (f'{fault}: the bridge faulted by itself during the move, before the fault '
+                        f'(load {os.getloadavg()[0]:.1f}): {before}')
     if fault in ('cut', 'unplug'):
         t_fault = rig.link_cmd(fault)
     else:
