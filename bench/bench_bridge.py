@@ -9,6 +9,10 @@ Then recovery with the shipped defaults (SDK reply timeout, 3 failed reads -> fa
 doubling to 1 s): cold starts (emulator and bridge started together, the bridge's first request 0 to
 1.2 s later), and the time from the servos answering again to the bridge connected after each kind of
 outage (target: within 2 s).
+
+And the Bus Watchdog's margin: the bridge at the shipped 250 Hz, enabled, for 10 s (paced like the node's loop):
+the longest time a servo went without an instruction, next to bus_watchdog (0.1 s): a longer silence stops the
+servos (a hung host, to them), so the ratio is the headroom before a stall of the host stops the arm.
 """
 import os
 import subprocess
@@ -133,6 +137,33 @@ def recovery():
                     emu.stop_process()
 
 
+def watchdog_margin(seconds=10.0):
+    sys.path.insert(0, os.path.join(ROOT, 'test'))
+    import tempfile
+    from bridge_harness import BridgeLoop, EmulatorProcess
+    from flexarm_control.bridge.config import flatten
+    from flexarm_control.bridge.core import ENABLED
+    link = os.path.join(tempfile.mkdtemp(prefix='bench_bridge_'), 'tty')
+    emu = EmulatorProcess(link)
+    flat = flatten({'port': link, 'joint_names': ['a', 'b'], 'joints': {'a': {'servo_id': 1}, 'b': {'servo_id': 2}}})
+    cfg = BridgeConfig.from_mapping(flat)
+    loop = BridgeLoop(BridgeCore(cfg, ServoBus(cfg.bus_config())), rate=cfg['loop_rate'], command=[0.01, 0.01])
+    try:
+        loop.wait_state(DISABLED, 30.0)
+        req = loop.core.request('enable')
+        assert req.success, req.message
+        loop.wait_state(ENABLED, 10.0)
+        time.sleep(seconds)
+        core = loop.core
+        gap, wd = core.gap_max_total, core.wd_period
+        print(f'Bus Watchdog margin: {cfg["loop_rate"]:g} Hz for {seconds:g} s enabled, {core.fault_count} fault(s): '
+              f'longest silence towards a servo {1e3 * gap:.1f} ms vs bus_watchdog {1e3 * wd:.0f} ms: '
+              f'{wd / gap:.1f}x headroom (load {os.getloadavg()[0]:.1f})')
+    finally:
+        loop.stop()
+        emu.stop_process()
+
+
 def main():
     print(__doc__.split('\n\n')[0])
     print(f'{"servos":>6} {"baud":>8} {"rate Hz":>8} {"mean ms":>8} {"p99 ms":>7} {"max ms":>7} {"CPU ms/cycle":>12} {"failures":>8}')
@@ -142,6 +173,8 @@ def main():
             print(f'{n:>6} {baud:>8} {1 / wall.mean():>8.0f} {1e3 * wall.mean():>8.2f} {1e3 * np.percentile(wall, 99):>7.2f} '
                   f'{1e3 * wall.max():>7.2f} {1e3 * cpu.mean():>12.3f} {fails:>8}')
     print('(pty: the baud rate is nominal; see the docstring for the real-bus wire time)')
+    print()
+    watchdog_margin()
     print()
     recovery()
 

@@ -67,8 +67,10 @@ def main():
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
-    from std_srvs.srv import Trigger
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from flexarm_msgs.srv import Enable
+    from flexarm_sim.arms import arm_id
 
     arm = args.arm if os.sep in args.arm else os.path.join(CONFIG, 'arms', args.arm + '.yaml')
     bridge_yaml = os.path.join(CONFIG, 'hardware_bridge.yaml')
@@ -85,6 +87,7 @@ def main():
                              f'{len(bp["joint_names"])}')
         bp['joints'] = {new: bp['joints'][old] for new, old in zip(arm_joints, bp['joint_names'])}
         bp['joint_names'] = arm_joints
+        bp['arm'] = arm
         bridge_yaml = os.path.join(work, 'hardware_bridge.yaml')
         with open(bridge_yaml, 'w') as f:
             yaml.safe_dump(shipped, f)
@@ -154,9 +157,10 @@ def main():
         spin_until(lambda: diags and diags[-1]['state'] == 'disabled', 180.0, 'the bridge connected')
         spin_until(lambda: int(diags[-1]['commands_accepted']) > 50, 300.0, 'the controller commanding')
         print(f'bridge connected and controller commanding after {time.monotonic() - t_start:.1f} s')
-        cli = node.create_client(Trigger, '/hardware_bridge/enable')
+        cli = node.create_client(Enable, '/hardware_bridge/enable')
         spin_until(cli.service_is_ready, 30.0, '~/enable')
-        fut = cli.call_async(Trigger.Request())
+        from flexarm_sim.model import load_arm
+        fut = cli.call_async(Enable.Request(arm_id=arm_id(arm, load_arm(arm).name)))   # confirmation: the arm's id
         spin_until(fut.done, 30.0, 'enable')
         assert fut.result().success, fut.result().message
         traj = JointTrajectory(joint_names=arm_joints)

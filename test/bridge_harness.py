@@ -13,9 +13,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 class Watched:
     """A child process whose stdout and stderr lines are collected by threads (never blocks the test)."""
 
-    def __init__(self, args, env=None, stdin=False):
+    def __init__(self, args, env=None, stdin=False, python=True):
+        """*args* after the Python interpreter (python=False: the whole argv, e.g. an installed executable)."""
         self.t_start = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, *args], env=env, text=True, bufsize=1,
+        self.proc = subprocess.Popen([sys.executable, *args] if python else list(args), env=env, text=True, bufsize=1,
                                      stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out, self.err = [], []
@@ -98,12 +99,15 @@ class EmulatorProcess(Watched):
 
 class BridgeLoop:
     """BridgeCore.cycle() on a thread at *rate* Hz (what the node's loop thread does, without ROS); records
-    every state change as (monotonic time, state). *command*: efforts submitted before every cycle (a
-    controller that keeps the command watchdog fed)."""
+    every state change as (monotonic time, state) and the last reading. *command*: efforts, *position*: set-points
+    (current_position joints) or a function of time.monotonic() giving them, submitted before every cycle (a
+    controller that keeps the command watchdog fed; either may be replaced while the loop runs)."""
 
-    def __init__(self, core, rate=250.0, command=None):
+    def __init__(self, core, rate=250.0, command=None, position=None):
         self.core = core
         self.command = command
+        self.position = position
+        self.reading = None
         self.period = 1.0 / rate
         self.states = [(time.monotonic(), core.state)]
         self.readings = 0
@@ -118,8 +122,13 @@ class BridgeLoop:
                 t0 = time.monotonic()
                 if self.command is not None:
                     core.submit_effort(self.command)
-                if core.cycle() is not None:
+                position = self.position
+                if position is not None:
+                    core.submit_position(list(position(t0) if callable(position) else position))
+                reading = core.cycle()
+                if reading is not None:
                     self.readings += 1
+                    self.reading = reading
                 if core.state != self.states[-1][1]:
                     self.states.append((time.monotonic(), core.state))
                 time.sleep(max(0.0, self.period - (time.monotonic() - t0)))

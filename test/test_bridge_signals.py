@@ -82,7 +82,9 @@ def test_bridge_exits_cleanly(phase, sig, tmp_path, ros_env):
 def test_bridge_enabled_exits_cleanly_with_torque_off(sig, tmp_path, ros_env):
     """Enabled and commanded, then the signal: exit 0 and every servo's torque off (the node's stop())."""
     from std_msgs.msg import Float64MultiArray
-    from std_srvs.srv import Trigger
+
+    from flexarm_msgs.srv import Enable
+    from flexarm_sim.arms import arm_id, resolve_arm
     emu = ServoEmulator([1, 2], link_path=str(tmp_path / 'ttyEN'))
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=int(ros_env['ROS_DOMAIN_ID']))
@@ -93,7 +95,8 @@ def test_bridge_enabled_exits_cleanly_with_torque_off(sig, tmp_path, ros_env):
     try:
         proc.wait_line(connected, 60.0)
         pub = node.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
-        cli = node.create_client(Trigger, '/hardware_bridge/enable')
+        cli = node.create_client(Enable, '/hardware_bridge/enable')
+        confirm = Enable.Request(arm_id=arm_id(resolve_arm('deluca_two_link'), 'deluca_two_link'))
 
         def spin_until(pred, timeout):
             deadline = time.monotonic() + timeout
@@ -106,7 +109,7 @@ def test_bridge_enabled_exits_cleanly_with_torque_off(sig, tmp_path, ros_env):
         # client's response reader is matched (DDS discovery, slow on a loaded machine) is lost. Enabling is
         # idempotent ('already enabled'), so ask again rather than wait forever for a lost answer.
         for attempt in range(4):
-            fut = cli.call_async(Trigger.Request())
+            fut = cli.call_async(confirm)
             try:
                 spin_until(fut.done, 10.0)
                 break

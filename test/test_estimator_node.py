@@ -195,7 +195,7 @@ def test_hardware_in_the_loop_modal_lqr_from_the_estimate(spawn, tmp_path, ros_e
     emu = ServoEmulator([1], plant=plant, link_path=str(tmp_path / 'ttyHIL3'))
     bridge = {'port': emu.port_name, 'baud_rate': 1000000, 'loop_rate': rate, 'read_timeout': 0.2,
               'fault_after_errors': 2, 'command_timeout': 0.5, 'watchdog_action': 'torque_off',
-              'diagnostics_period': 0.2, 'joint_names': ['hub'],
+              'diagnostics_period': 0.2, 'joint_names': ['hub'], 'arm': arm,
               'joints': {'hub': {'servo_id': 1, 'torque_constant': KT, 'current_limit': 1.0,
                                  'position_limits': [-3.0, 3.0], 'velocity_limit': 6.0}}}
     procs = {}
@@ -215,10 +215,11 @@ def test_hardware_in_the_loop_modal_lqr_from_the_estimate(spawn, tmp_path, ros_e
         c.spin_until(lambda: c.diag(bname).get('state') == 'disabled', 60.0, 'bridge connected')
         # the controller answers the estimates (holding q = 0) before the torque goes on: no watchdog
         c.spin_until(lambda: int(c.diag(bname).get('commands_accepted', 0)) > 50, 120.0, 'controller commanding')
-        from std_srvs.srv import Trigger
-        cli = c.node.create_client(Trigger, '/hardware_bridge/enable')
+        from flexarm_msgs.srv import Enable
+        from flexarm_sim.arms import arm_id
+        cli = c.node.create_client(Enable, '/hardware_bridge/enable')
         c.spin_until(cli.service_is_ready, 30.0, 'enable service')
-        fut = cli.call_async(Trigger.Request())
+        fut = cli.call_async(Enable.Request(arm_id=arm_id(arm, model.spec.name)))   # the confirmation
         c.spin_until(fut.done, 30.0, 'enable')
         assert fut.result().success, fut.result().message
         ref_pub = c.publisher(JointTrajectory, '/flexarm/reference')

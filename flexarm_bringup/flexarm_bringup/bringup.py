@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from flexarm_control.controller.kinds import KINDS as CONTROLLERS     # one registration per controller
-from flexarm_sim.arms import resolve_arm
+from flexarm_sim.arms import arm_id, resolve_arm
 from flexarm_sim.ros import names
 from flexarm_sim.sensors import PRESETS as SENSOR_SETS
 from flexarm_sim.sensors import preset_values
@@ -339,6 +339,10 @@ def hardware_nodes(arm: str, controller: str = 'pd_servo', shaping='', params_fi
         if joints != bridge.names:
             raise ValueError(f'the arm {os.path.basename(path)} has joints {joints} but the bridge ({params_file}) '
                              f'drives {bridge.names}: give an arm whose joints are the bridge\'s joint_names')
+        if arm_id(path).rpartition(':')[2] != arm_id(resolve_arm(bridge['arm'], 'arm')).rpartition(':')[2]:
+            # the same description (its hash), or the bridge's arm_id - what ~/enable is confirmed with - differs
+            raise ValueError(f'the bridge ({params_file}) drives arm {bridge["arm"]!r}, not {arm!r}: set its '
+                             f'`arm` parameter to the arm given here')
     extra = {}
     if estimator != 'none':
         est, extra = hardware_estimator(path, bridge['loop_rate'])

@@ -2,7 +2,9 @@
 
 Runs the core against the real vendor SDK on a real pty served by ServoEmulator (in this process).
 Time for the watchdog and the back-off is passed in explicitly (``cycle(now)``), so these tests do
-not depend on machine load; only the serial replies use the wall clock (generous read timeout).
+not depend on machine load; only the serial replies use the wall clock (generous read timeout). The servos' Bus
+Watchdog runs on the wall clock (it is the servo's): off in these tests (bus_watchdog 0) except in the tests of
+it, which either feed the servos far more often than its time or stop feeding them on purpose.
 """
 import math
 import os
@@ -27,6 +29,7 @@ def params(port, **over):
     p = {
         'port': port, 'baud_rate': 1000000, 'loop_rate': 250.0, 'command_timeout': 0.2,
         'read_timeout': 0.5, 'hardware_status_period': 0,   # generous: loaded machines
+        'bus_watchdog': 0.0,
         'reconnect': {'initial_delay': 0.1, 'max_delay': 0.8, 'multiplier': 2.0},
         'joint_names': ['a', 'b'],
         'joints': {
@@ -533,3 +536,167 @@ def test_diagnostics_values_are_plain(core, emu):
     assert s[0]['voltage_v'] == pytest.approx(12.0) and s[0]['temperature_c'] == pytest.approx(35.0)
     assert all(isinstance(v, (int, float, str, bool)) for v in d.values())
     assert np.isfinite(s[0]['position_rad'])
+
+
+# ----------------------------------------------------------------------------- Bus Watchdog, ~/enable confirmation
+@pytest.mark.parametrize('value,loop_rate', [(0.03, 250.0), (0.01, 250.0), (2.56, 250.0), (-0.02, 250.0),
+                                             (0.1, 20.0)])           # 0.1 s < 4 periods at 20 Hz
+def test_bus_watchdog_parameter_is_validated(value, loop_rate):
+    p = params('/dev/null')
+    p['bus_watchdog'], p['loop_rate'] = value, loop_rate
+    with pytest.raises(ConfigError) as ei:
+        BridgeConfig.from_mapping(p)
+    assert ei.value.name == 'bus_watchdog', str(ei.value)
+    for ok, units in ((0.0, 0), (0.02, 1), (0.1, 5), (2.54, 127)):
+        p['bus_watchdog'], p['loop_rate'] = ok, 250.0
+        assert BridgeConfig.from_mapping(p).bus_watchdog_units == units
+
+
+def test_arm_identity_is_the_arm_resolvers_and_must_match_the_joints():
+    from flexarm_sim.arms import arm_id, resolve_arm
+    p = params('/dev/null', joint_names=['shoulder', 'elbow'],
+               joints={'shoulder': {'servo_id': 1}, 'elbow': {'servo_id': 2}})
+    p = {k: v for k, v in p.items() if not k.startswith(('joints.a.', 'joints.b.'))}
+    cfg = BridgeConfig.from_mapping(p)
+    path, ident = cfg.arm_identity()                       # default arm: deluca_two_link
+    assert path == resolve_arm('deluca_two_link') and ident == arm_id(path, 'deluca_two_link')
+    assert ident.startswith('deluca_two_link:') and len(ident.split(':')[1]) == 12
+    p['arm'] = 'slewing_beam'                              # one joint 'hub'
+    with pytest.raises(ConfigError) as ei:
+        BridgeConfig.from_mapping(p).arm_identity()
+    assert ei.value.name == 'arm' and "'hub'" in str(ei.value)
+    p['arm'] = 'no_such_arm'
+    with pytest.raises(ConfigError, match='arm'):
+        BridgeConfig.from_mapping(p).arm_identity()
+
+
+def test_enable_confirmation_rule():
+    from flexarm_control.bridge.core import confirm_enable
+    ident = 'deluca_two_link:0123456789ab'
+    assert confirm_enable(ident, ident) is None
+    for given in ('', ' ', 'deluca_two_link', ident + ' ', ident.upper(), 'deluca_two_link:000000000000'):
+        assert confirm_enable(given, ident) is not None, given
+    assert 'no arm_id' in confirm_enable(ident, '')
+
+
+def test_enable_arms_every_servo_and_its_goal_writes_keep_it_fed(emu):
+    """~/enable: Bus Watchdog armed (5 x 20 ms) on every servo before its torque goes on; a bridge cycling at
+    250 Hz feeds both servos (instructions ~4 ms apart << 100 ms): no expiry, no check needed."""
+    c = make_core(emu, bus_watchdog=0.1)
+    try:
+        connect(c)
+        assert all(emu.servos[i].bus_watchdog == 0 for i in (1, 2))          # disarmed while disabled
+        enable(c, 0.0)
+        assert all(emu.servos[i].bus_watchdog == 5 for i in (1, 2))
+        assert all(emu.torque_enabled(i) for i in (1, 2))
+        import time
+        t_end = time.monotonic() + 0.5
+        k = 0
+        while time.monotonic() < t_end:
+            c.submit_effort([0.05, 0.05], now=0.01 + 0.004 * k)
+            c.cycle(now=0.01 + 0.004 * k)
+            k += 1
+            time.sleep(0.004)
+        assert c.state == ENABLED and not emu.watchdog_events, (c.last_fault, emu.watchdog_events)
+        assert c.diagnostics()['bus_watchdog_s'] == pytest.approx(0.1)
+    finally:
+        c.shutdown()
+
+
+def test_expired_servos_are_a_fault_cleared_and_reported_at_reconnect(emu):
+    """The bridge goes silent for 0.2 s (a hung host) with the torque on: both servos stop themselves (their
+    watchdog expires 40 ms after the last instruction: Goal Current 0, 98 = -1, goals refused). The next cycle
+    sees that it was silent longer than half the watchdog time, reads item 98 and faults naming the servos;
+    the reconnect clears the expiry (without that the goal writes of configure() would be refused), reports it
+    per servo and ~/enable works again."""
+    import time
+    c = make_core(emu, bus_watchdog=0.04)
+    try:
+        connect(c)
+        enable(c, 0.0)
+        c.submit_effort([0.3, 0.3], now=0.001)
+        c.cycle(now=0.004)
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0
+        time.sleep(0.2)                                                    # the bridge hangs
+        assert {e['id'] for e in emu.watchdog_events} == {1, 2}
+        assert all(emu.servos[i].get(ct.GOAL_CURRENT) == 0 for i in (1, 2))
+        c.submit_effort([0.3, 0.3], now=0.205)
+        c.cycle(now=0.21)
+        assert c.state == FAULT and 'Bus Watchdog stopped servo(s) [1, 2]' in c.last_fault, c.last_fault
+        assert 'the bridge sent a servo nothing for' in c.last_fault
+        assert c.watchdog_trips == {1: 1, 2: 1}
+        assert not emu.torque_enabled(1) and not emu.torque_enabled(2)   # and the fault switched torque off
+        assert any('torque off confirmed by servo(s) [1, 2]' in m for _, m in c.logs)
+        t = recover(c, 0.3)
+        assert all(emu.servos[i].bus_watchdog == 0 for i in (1, 2))      # cleared
+        msg = [m for lvl, m in c.logs if 'connected to' in m][-1]
+        assert 'servo(s) [1, 2] had been stopped by their Bus Watchdog' in msg, msg
+        assert c.watchdog_trips == {1: 1, 2: 1}                          # counted once
+        enable(c, t + 0.01)                                               # goals accepted again
+        c.submit_effort([0.1, 0.1], now=t + 0.011)
+        c.cycle(now=t + 0.012)
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0 and emu.servos[1].bus_watchdog == 2
+        s = c.servo_status()
+        assert s[0]['bus_watchdog_trips'] == 1 and s[0]['torque_off'] == 'confirmed'
+    finally:
+        c.shutdown()
+
+
+def test_expiry_during_a_link_outage_is_found_at_reconnect(emu):
+    """The servos expire while the bridge cannot reach them at all (adapter unplugged with the torque on): the
+    fault's torque off is NOT confirmed by any servo - reported per servo with what stops them instead - and
+    the reconnect finds them stopped by their watchdog, clears it and confirms the torque off per servo."""
+    import time
+    c = make_core(emu, bus_watchdog=0.04)
+    try:
+        connect(c)
+        enable(c, 0.0)
+        c.submit_effort([0.3, 0.3], now=0.001)
+        c.cycle(now=0.004)
+        emu.close_port()
+        c.cycle(now=0.01)
+        assert c.state == FAULT and set(c.torque_off_failed) == {1, 2}
+        fault_log = [m for lvl, m in c.logs if 'FAULT' in m][-1]
+        assert 'torque off NOT confirmed by servo(s) [1, 2]' in fault_log and 'no servo' not in fault_log
+        assert 'Bus Watchdog stops it 0.04 s after the last instruction' in fault_log, fault_log
+        s = c.servo_status()
+        assert all(x['torque_off_unconfirmed'] and x['torque_off'].startswith('NOT confirmed') for x in s)
+        assert emu.torque_enabled(1) and emu.torque_enabled(2)           # the broadcast never arrived ...
+        assert wait_until(lambda: len(emu.watchdog_events) == 2, 2.0)     # ... the servos stopped themselves
+        emu.reopen_port()
+        recover(c, 0.5)
+        msg = [m for lvl, m in c.logs if 'connected to' in m][-1]
+        assert 'torque off confirmed by every servo (servo(s) [1, 2] had not confirmed it at the fault)' in msg
+        assert 'servo(s) [1, 2] had been stopped by their Bus Watchdog' in msg, msg
+        assert c.torque_off_failed == {} and not emu.torque_enabled(1)
+        assert [x['torque_off'] for x in c.servo_status()] == ['confirmed (on reconnect)'] * 2
+    finally:
+        c.shutdown()
+
+
+def test_old_firmware_without_bus_watchdog_is_refused_unless_disabled(emu):
+    for s in emu.servos.values():
+        s.set(ct.FIRMWARE_VERSION, 37)
+    c = make_core(emu, bus_watchdog=0.1)
+    try:
+        c.cycle(now=0.0)
+        assert c.state == RECONNECTING and 'firmware v37 has no Bus Watchdog' in c.last_attempt_error
+    finally:
+        c.shutdown()
+    c = make_core(emu, bus_watchdog=0.0)
+    try:
+        connect(c)
+        enable(c, 0.01)
+        assert emu.servos[1].bus_watchdog == 0
+    finally:
+        c.shutdown()
+
+
+def wait_until(pred, timeout):
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.005)
+    return pred()

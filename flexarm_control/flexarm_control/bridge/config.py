@@ -8,8 +8,10 @@ YAML form (nested keys become dotted ROS parameter names, e.g. ``joints.shoulder
         baud_rate: 1000000
         model: XM430-W350
         loop_rate: 250.0
+        arm: deluca_two_link               # the arm the servos drive: its arm_id confirms ~/enable
         command_timeout: 0.2
         watchdog_action: torque_off        # or hold_position
+        bus_watchdog: 0.1                  # s: each servo stops itself when no instruction reaches it this long
         fault_after_errors: 3              # failed reads in a row -> fault (torque off)
         fault_window: {errors: 10, period: 1.0}   # or this many failed reads within period s
         reconnect: {initial_delay: 0.1, max_delay: 1.0, multiplier: 2.0}
@@ -82,6 +84,21 @@ def _direction(value, name):
 _direction.text = '1 | -1'
 
 
+def _bus_watchdog(value, name):
+    v = number(value, name)
+    if v == 0.0:
+        return 0.0
+    unit, top = ct.BUS_WATCHDOG_UNIT_S, ct.BUS_WATCHDOG_MAX * ct.BUS_WATCHDOG_UNIT_S
+    k = round(v / unit)
+    if not unit - 1e-9 <= v <= top + 1e-9 or abs(v - k * unit) > 1e-6:
+        raise ConfigError(name, f'expected 0 or {unit:g}..{top:g} s in steps of {unit:g} s (the servo counts '
+                                f'20 ms units, 1..{ct.BUS_WATCHDOG_MAX}), got {value!r}')
+    return k * unit
+
+
+_bus_watchdog.text = '0, or 0.02..2.54 in steps of 0.02'
+
+
 def _frame(value, name):
     if not isinstance(value, str):
         raise ConfigError(name, f'expected a string, got {value!r}')
@@ -96,6 +113,14 @@ TABLE = ParamTable('hardware_bridge', {
     'baud_rate': Param(1000000, integer(choices=BAUD_RATES), 'bus baud rate; must match every servo'),
     'model': Param('XM430-W350', choice(tuple(sorted(ct.MODELS))), 'servo model (units, current limit)'),
     'loop_rate': Param(250.0, float_range(lo=10.0, hi=1000.0), 'Hz, read+write cycles per second (200-500 typical)'),
+    'arm': Param('deluca_two_link', _string,
+                 'arm description the servos drive (a shipped arm or a YAML path; its joints must be joint_names): '
+                 'its arm_id must be given to ~/enable and tags /flexarm/state'),
+    'bus_watchdog': Param(0.1, _bus_watchdog,
+                          's: every servo\'s own Bus Watchdog (98), armed at ~/enable: a servo whose torque is on '
+                          'stops by itself when no instruction reaches it for this long (dead link, killed or hung '
+                          'bridge); >= 4 loop periods; 0 = not used (firmware before v38: the servos then keep '
+                          'the last current when the host dies)'),
     'command_timeout': Param(0.2, float_range(lo=0.0, lo_open=True, hi=10.0),
                              's without a valid command while enabled -> watchdog action'),
     'watchdog_action': Param('torque_off', choice(WATCHDOG_ACTIONS),
@@ -238,18 +263,46 @@ class BridgeConfig:
             raise ConfigError('joints', f'duplicate servo ids: {ids}')
         if vals['reconnect.max_delay'] < vals['reconnect.initial_delay']:
             raise ConfigError('reconnect.max_delay', 'must be >= reconnect.initial_delay')
+        wd, period = vals['bus_watchdog'], 1.0 / vals['loop_rate']
+        if wd and wd < 4 * period - 1e-9:
+            raise ConfigError('bus_watchdog', f'{wd:g} s is shorter than 4 loop periods ({4 * period:g} s at '
+                                              f'loop_rate {vals["loop_rate"]:g} Hz): one late cycle would stop '
+                                              'the servos')
         return cls(vals, joints)
+
+    @property
+    def bus_watchdog_units(self) -> int:
+        """bus_watchdog in the servo's 20 ms units (0 = not used)."""
+        return int(round(self['bus_watchdog'] / ct.BUS_WATCHDOG_UNIT_S))
+
+    def arm_identity(self):
+        """(resolved path, arm_id) of the `arm` parameter (flexarm_sim.arms, the one resolver); ConfigError naming
+        `arm` if it cannot be found or loaded, or if its joints are not the bridge's joint_names."""
+        from flexarm_sim.arms import arm_id, resolve_arm
+        from flexarm_sim.model import ArmSpecError, load_arm
+        path = resolve_arm(self['arm'], 'arm')
+        try:
+            spec = load_arm(path)
+        except (ArmSpecError, ValueError, OSError) as e:
+            raise ConfigError('arm', f'{path}: {e}') from e
+        joints = list(spec.joint_names)
+        if joints != self.names:
+            raise ConfigError('arm', f'{self["arm"]!r} has joints {joints}, the bridge drives {self.names} '
+                                     '(joint_names): set arm to the description of the arm on these servos')
+        return path, arm_id(path, spec.name)
 
     def bus_config(self) -> ServoBusConfig:
         rt = self.values['read_timeout']
         return ServoBusConfig(port=self['port'], baudrate=self['baud_rate'],
                               joints=[j.servo() for j in self.joints], model=self['model'],
                               read_timeout=rt if rt > 0 else None,
-                              hw_status_period=self['hardware_status_period'])
+                              hw_status_period=self['hardware_status_period'],
+                              bus_watchdog=self.bus_watchdog_units)
 
 
-def load_yaml(path: str, node_name: str = 'hardware_bridge') -> BridgeConfig:
-    """Validate a ``<node>: ros__parameters:`` YAML file without ROS (tests, tools)."""
+def load_yaml(path: str, node_name: str = 'hardware_bridge', overrides=None) -> BridgeConfig:
+    """Validate a ``<node>: ros__parameters:`` YAML file without ROS (tests, tools), with *overrides*
+    ({dotted name: value}, what a launch file adds) applied."""
     import yaml
     with open(path) as f:
         doc = yaml.safe_load(f) or {}
@@ -260,7 +313,7 @@ def load_yaml(path: str, node_name: str = 'hardware_bridge') -> BridgeConfig:
             break
     if params is None:
         raise ConfigError(node_name, f'{path}: no "{node_name}: ros__parameters:" section')
-    return BridgeConfig.from_mapping(flatten(params))
+    return BridgeConfig.from_mapping({**flatten(params), **(overrides or {})})
 
 
 def flatten(d: dict, prefix: str = '') -> dict:

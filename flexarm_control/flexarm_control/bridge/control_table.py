@@ -58,6 +58,7 @@ VELOCITY_P_GAIN = Item(78, 2)
 POSITION_D_GAIN = Item(80, 2)
 POSITION_I_GAIN = Item(82, 2)
 POSITION_P_GAIN = Item(84, 2)
+BUS_WATCHDOG = Item(98, 1, signed=True)   # 0 off / clear, 1..127 armed (x 20 ms), -1 expired (firmware v38+)
 GOAL_PWM = Item(100, 2, signed=True)
 GOAL_CURRENT = Item(102, 2, signed=True)
 GOAL_VELOCITY = Item(104, 4, signed=True)
@@ -78,6 +79,19 @@ PRESENT_TEMPERATURE = Item(146, 1, writable=False)
 TABLE_SIZE = 147 + 1  # bytes an emulator needs for the items above (147 backup ready)
 
 READ_ONLY_RANGES = ((0, 7), (69, 71), (120, 148))  # [start, end) half-open
+GOAL_VALUES = (GOAL_PWM.address, GOAL_POSITION.address + GOAL_POSITION.size)   # [100, 120): read-only once expired
+
+# Bus Watchdog (98), e-Manual "Bus Watchdog(98)": armed with 1..127 (unit 20 ms) it stops the servo when no
+# instruction packet arrived for longer than that while Torque Enable is 1; it then reads -1 and the Goal
+# values (100..119) refuse writes with a Data Range Error until 0 is written (0 also disarms it).
+BUS_WATCHDOG_UNIT_S = 0.020
+BUS_WATCHDOG_MAX = 127
+BUS_WATCHDOG_EXPIRED = -1
+BUS_WATCHDOG_MIN_FIRMWARE = 38
+
+# Safety block, polled every hardware_status_period cycles: Hardware Error Status (70) .. Bus Watchdog (98)
+SAFETY_BLOCK_START = HARDWARE_ERROR_STATUS.address
+SAFETY_BLOCK_LEN = BUS_WATCHDOG.address + BUS_WATCHDOG.size - SAFETY_BLOCK_START   # 29
 
 # Contiguous state block ---------------------------------------------------------
 STATE_BLOCK_START = PRESENT_CURRENT.address

@@ -41,6 +41,17 @@ Soft limits for ``current`` joints (applied every cycle, counted in ``limit_inte
 pushing a joint further beyond its position limit, or accelerating it beyond its velocity limit,
 is set to zero.
 
+Bus Watchdog (the servos' own fail-safe, ``bus_watchdog`` s, control table item 98): armed on every servo at
+``~/enable`` (servo_bus.enable), so that a servo whose torque is on stops by itself when no instruction reaches it
+for that long - whatever stopped the bridge (cable cut, adapter unplugged, bridge killed, host hung). Every cycle
+addresses every servo (the sync read; the sync write), so the servos never notice a working bridge. A servo
+whose watchdog expired reads -1 and refuses Goal values (its Goal Current/Position stay what the stop set): the
+bridge checks item 98 after any failed read (its instructions may not have arrived), when it was itself silent
+for more than half the watchdog time, and every ``hardware_status_period`` cycles; an expired servo is a FAULT.
+Every (re)connect clears the error (servo_bus.configure) and reports which servos had been stopped by it.
+Torque off at a fault is confirmed per servo; a servo that does not confirm it is reported by id (``torque_off``
+in its diagnostics) - with its watchdog armed it stops by itself ``bus_watchdog`` s after the last instruction.
+
 Watchdog (ENABLED only): the clock starts at enable with a zero command. When no valid command
 (of every command topic the joint modes need) has arrived for ``command_timeout``:
 
@@ -70,6 +81,18 @@ from .servo_bus import BusError, JointReading
 
 DISABLED, ENABLED, FAULT, RECONNECTING = 'disabled', 'enabled', 'fault', 'reconnecting'
 WD_IDLE, WD_WAITING, WD_OK, WD_TIMEOUT = 'idle', 'waiting', 'ok', 'timeout'
+
+
+def confirm_enable(given: str, arm_id: str) -> Optional[str]:
+    """None if *given* confirms switching the torque on for the arm *arm_id*, else why not (``~/enable`` takes the
+    arm_id of the arm to move, so that a process calling the service by mistake cannot enable the servos)."""
+    if not arm_id:
+        return 'this bridge has no arm_id (set its arm parameter)'
+    if not given:
+        return 'confirmation missing: give the arm_id of the arm to move (the bridge\'s /diagnostics: arm_id)'
+    if given != arm_id:
+        return f'arm_id {given!r} is not the arm of this bridge (its /diagnostics: arm_id)'
+    return None
 
 
 class Backoff:
@@ -166,6 +189,15 @@ class BridgeCore:
         self._error_times: deque = deque()
         self.read_errors_tolerated = 0
         self.max_attempts = config['reconnect.max_attempts']
+        self.wd_units = config.bus_watchdog_units
+        self.wd_period = self.wd_units * ct.BUS_WATCHDOG_UNIT_S
+        self.arm_id = ''                  # the arm's identity (BridgeConfig.arm_identity; set by the node)
+        self._wd_suspect = False          # the servos may have missed instructions: check item 98
+        self._wd_counted = set()          # ids whose expiry was counted since the last (re)connect
+        self.watchdog_trips = {i: 0 for i in bus.ids}    # Bus Watchdog expiries found, per servo
+        self.gap_max = 0.0                # longest silence towards the servos while enabled (s, this window)
+        self.gap_max_total = 0.0
+        self.torque_off_status = {i: 'confirmed' for i in bus.ids}
 
         self.state = RECONNECTING
         self.watchdog = WD_IDLE
@@ -286,6 +318,8 @@ class BridgeCore:
                 self._attempt_reconnect(now)
             return None
         t0 = time.perf_counter()
+        # how long the servos have heard nothing from the bridge (their Bus Watchdog measures the same interval)
+        gap = time.monotonic() - getattr(self.bus, 'last_tx_all', -math.inf)
         try:
             reading = self.bus.read_state()
         except BusError as e:
@@ -304,6 +338,8 @@ class BridgeCore:
         if not (np.all(np.isfinite(reading.position)) and np.all(np.isfinite(reading.velocity))):
             self._fault('read returned non-finite values', now)
             return None
+        if self.state == ENABLED and self.wd_units and self._bus_watchdog_expired(reading, gap, now):
+            return self._fresh(reading)
         if self.state == ENABLED:
             try:
                 ok = self._write(reading, now)
@@ -315,8 +351,38 @@ class BridgeCore:
         self.stats.record(now, time.perf_counter() - t0, time.process_time() - c0)
         return self._fresh(reading)
 
+    def _bus_watchdog_expired(self, reading: JointReading, gap: float, now: float) -> bool:
+        """After a good read while enabled: did a servo's Bus Watchdog stop it? Checked (one READ of item 98 per
+        servo) when the servos may have gone without instructions for long - a failed read before, a silence of
+        the bridge longer than half the watchdog time - or the periodic poll saw -1. An expired servo: FAULT."""
+        if math.isfinite(gap):
+            self.gap_max = max(self.gap_max, gap)
+            self.gap_max_total = max(self.gap_max_total, gap)
+        polled = any(v == ct.BUS_WATCHDOG_EXPIRED for v in reading.bus_watchdog.values())
+        if not (self._wd_suspect or polled or gap > 0.5 * self.wd_period):
+            return False
+        try:
+            values = self.bus.read_bus_watchdog()
+        except BusError as e:
+            self._fault(f'port lost: {e}', now)
+            return True
+        expired = sorted(i for i, v in values.items() if v == ct.BUS_WATCHDOG_EXPIRED)
+        self._wd_suspect = any(v is None for v in values.values())
+        if not expired:
+            return False
+        for i in expired:
+            if i not in self._wd_counted:
+                self._wd_counted.add(i)
+                self.watchdog_trips[i] += 1
+        cause = (f'the bridge sent a servo nothing for {gap:.3f} s' if gap > self.wd_period
+                 else 'instructions lost or held up on the link')
+        self._fault(f'Bus Watchdog stopped servo(s) {expired}: no instruction reached them for more than '
+                    f'{self.wd_period:g} s ({cause}); they refuse goals until it is cleared (reconnect)', now)
+        return True
+
     def _read_error(self, reading: JointReading, now: float):
         """Apply the read-error policy (module docstring) to one failed read."""
+        self._wd_suspect = True           # the servos may not have received this cycle's instructions
         self.consecutive_errors += 1
         self.skipped_reads += 1
         self._error_times.append(now)
@@ -428,10 +494,27 @@ class BridgeCore:
         self.failed_attempts = 0
         self.gave_up = False
         self.next_attempt = now + self.backoff.delay(0)
+        self.log('error', f'FAULT ({was}): {reason}; {self._torque_off_report(failed, was == ENABLED)}; '
+                 f'reconnecting in {self.backoff.delay(0):g} s')
+
+    def _torque_off_report(self, failed: Dict[int, str], torque_was_on: bool) -> str:
+        """Per servo: torque off confirmed, or not (and why, and what stops it); sets ``torque_off_status``."""
         off = [i for i in self.bus.ids if i not in failed]
-        self.log('error', f'FAULT ({was}): {reason}; torque off confirmed by {off or "no servo"}'
-                 + (f', not by {sorted(failed)}' if failed else '')
-                 + f'; reconnecting in {self.backoff.delay(0):g} s')
+        for i in off:
+            self.torque_off_status[i] = 'confirmed'
+        parts = [f'torque off confirmed by servo(s) {off}'] if off else []
+        by_reason: Dict[str, List[int]] = {}
+        for i in sorted(failed):
+            by_reason.setdefault(failed[i], []).append(i)
+        backstop = ''
+        if torque_was_on:
+            backstop = (f'its Bus Watchdog stops it {self.wd_period:g} s after the last instruction it received'
+                        if self.wd_units else 'no Bus Watchdog configured: it keeps its last goal until power-off')
+        for why, ids in by_reason.items():
+            parts.append(f'torque off NOT confirmed by servo(s) {ids} ({why})' + (f' - {backstop}' if backstop else ''))
+            for i in ids:
+                self.torque_off_status[i] = f'NOT confirmed: {why}' + (f'; {backstop}' if backstop else '')
+        return '; '.join(parts)
 
     def _attempt_reconnect(self, now: float):
         self.state = RECONNECTING
@@ -481,7 +564,23 @@ class BridgeCore:
         self._error_times.clear()
         self.last_attempt_error = ''
         self.last_stamp = max(self.last_stamp, r.stamp)   # the probe read is not published
-        self.log('info', f'connected to {len(bus.ids)} servo(s) on {bus.config.port}; torque off (call ~/enable)')
+        cleared = list(getattr(bus, 'watchdog_cleared', []))
+        for i in cleared:
+            if i not in self._wd_counted:
+                self.watchdog_trips[i] += 1
+        self._wd_counted = set()
+        self._wd_suspect = False
+        unconfirmed = sorted(self.torque_off_failed)
+        self.torque_off_failed = {}
+        for i in bus.ids:          # configure() wrote Torque Enable 0 to each servo and had its status back
+            self.torque_off_status[i] = 'confirmed' + (' (on reconnect)' if i in unconfirmed else '')
+        msg = f'connected to {len(bus.ids)} servo(s) on {bus.config.port}; torque off confirmed by every servo'
+        if unconfirmed:
+            msg += f' (servo(s) {unconfirmed} had not confirmed it at the fault)'
+        if cleared:
+            msg += (f'; servo(s) {cleared} had been stopped by their Bus Watchdog (no instruction reached them within '
+                    'its time' + (f', {self.wd_period:g} s' if self.wd_units else '') + '): cleared')
+        self.log('warn' if cleared or unconfirmed else 'info', msg + '; call ~/enable')
         return True
 
     # ------------------------------------------------------------------ service requests
@@ -513,7 +612,8 @@ class BridgeCore:
         self.watchdog = WD_WAITING
         self.hold_q = None
         self.log('info', 'torque enabled')
-        return True, f'torque enabled on {len(self.bus.ids)} servo(s); watchdog {self.timeout:g} s'
+        return True, (f'torque enabled on {len(self.bus.ids)} servo(s); command watchdog {self.timeout:g} s; '
+                      + (f'Bus Watchdog {self.wd_period:g} s armed' if self.wd_units else 'no Bus Watchdog'))
 
     def _do_disable(self, now):
         was = self.state
@@ -559,8 +659,14 @@ class BridgeCore:
         io_mean, io_max, cpu_mean, cpu_max = self.stats.take_window()
         lat, self._latency = self._latency, [0.0, 0, 0.0]
         now = self.clock()
+        gap_max, self.gap_max = self.gap_max, 0.0
         v = {
             'state': self.state,
+            'arm_id': self.arm_id,
+            'bus_watchdog_s': self.wd_period,
+            'bus_watchdog_trips': sum(self.watchdog_trips.values()),
+            'instruction_gap_max_ms': round(1e3 * gap_max, 3),
+            'instruction_gap_max_total_ms': round(1e3 * self.gap_max_total, 3),
             'watchdog': self.watchdog,
             'watchdog_action': self.action,
             'watchdog_timeouts': self.watchdog_timeouts,
@@ -640,6 +746,9 @@ class BridgeCore:
                 'position_rad': float(r.position[k]) if r is not None else float('nan'),
                 'command': float(self.last_command[k]),
                 'torque_off_unconfirmed': j.servo_id in self.torque_off_failed,
+                'torque_off': self.torque_off_status.get(j.servo_id, ''),
+                'bus_watchdog': int(getattr(self.bus, 'bus_watchdog', {}).get(j.servo_id, 0)),
+                'bus_watchdog_trips': self.watchdog_trips.get(j.servo_id, 0),
             })
         return out
 

@@ -26,6 +26,13 @@ goal current (A), goal position (rad), goal velocity (rad/s) and current limit
 ``J dw/dt = k_t i - b w`` per servo (with a current-limited PD loop in the
 position modes).
 
+Bus Watchdog (98), as the e-Manual describes it (test_dxl_watchdog.py checks each statement): armed with
+1..127 (x 20 ms) it stops a servo whose torque is on when no valid instruction addressed to it (its id, a
+broadcast, a SYNC/BULK naming it) arrived for that long; the stop is decided at that exact instant (the plant
+runs up to it with the old goals): current mode Goal Current 0 (no torque, the joint runs free), position modes
+a hold at the present position, velocity/PWM modes 0; 98 then reads -1 and Goal values are refused (Data Range
+Error) until 0 is written. ``watchdog_events`` records each expiry; ``on_plant_step`` sees every plant advance.
+
 Fault injection: :meth:`ServoEmulator.set_silent`,
 :meth:`ServoEmulator.corrupt_next`, :meth:`ServoEmulator.set_hardware_error`,
 :meth:`ServoEmulator.set_latency`, :meth:`ServoEmulator.stall` (late replies),
@@ -144,6 +151,10 @@ class EmulatedServo:
         self.id = servo_id
         self.model = model
         self.table = bytearray(TABLE_BYTES)
+        # monotonic time this servo last received a valid instruction packet addressed to it (Bus Watchdog timer)
+        self.last_instruction: Optional[float] = None
+        self.last_instruction_after: Optional[float] = None   # ... which arrived after this (see ServoEmulator._advance)
+        self.last_received: Optional[float] = None   # last_instruction before the emulator's own pauses were added
         self.factory_reset()
 
     def factory_reset(self) -> None:
@@ -176,6 +187,9 @@ class EmulatedServo:
         self.set(ct.GOAL_CURRENT, 0)
         self.set(ct.GOAL_VELOCITY, 0)
         self.set(ct.POSITION_P_GAIN, 800)
+        self.set(ct.BUS_WATCHDOG, 0)
+        self.set(ct.PROFILE_ACCELERATION, 0)
+        self.set(ct.PROFILE_VELOCITY, 0)
         self.set(ct.PRESENT_INPUT_VOLTAGE, 120)
         self.set(ct.PRESENT_TEMPERATURE, 35)
 
@@ -196,6 +210,38 @@ class EmulatedServo:
     def status_error(self, code: int = 0) -> int:
         return code | (p.ERR_ALERT if self.hardware_error else 0)
 
+    # --- Bus Watchdog (98) ------------------------------------------------------------------
+    @property
+    def bus_watchdog(self) -> int:
+        return self.get(ct.BUS_WATCHDOG)
+
+    def watchdog_deadline(self) -> Optional[float]:
+        """When the Bus Watchdog stops this servo if no instruction comes first: armed (1..127) and torque on
+        (it is not monitored with torque off), else None."""
+        units = self.bus_watchdog
+        if not self.torque_on or units < 1 or self.last_instruction is None:
+            return None
+        return self.last_instruction + units * ct.BUS_WATCHDOG_UNIT_S
+
+    def expire_watchdog(self) -> None:
+        """The Bus Watchdog fired: the servo stops (e-Manual: Profile Acceleration/Velocity applied as 0;
+        98 reads -1; Goal values read-only until 0 is written to 98). Torque stays on. The stop per mode: position
+        modes hold the present position; velocity mode Goal Velocity 0; PWM mode Goal PWM 0; current mode Goal
+        Current 0 - no torque, the joint runs free (observed on X servos: "current control: free, position /
+        velocity control: brake", rt-net/crane_x7_ros#11)."""
+        mode = self.get(ct.OPERATING_MODE)
+        if mode in (ct.MODE_POSITION, ct.MODE_EXTENDED_POSITION, ct.MODE_CURRENT_BASED_POSITION):
+            self.set(ct.GOAL_POSITION, self.get(ct.PRESENT_POSITION))
+        elif mode == ct.MODE_VELOCITY:
+            self.set(ct.GOAL_VELOCITY, 0)
+        elif mode == ct.MODE_PWM:
+            self.set(ct.GOAL_PWM, 0)
+        else:
+            self.set(ct.GOAL_CURRENT, 0)
+        self.set(ct.PROFILE_ACCELERATION, 0)
+        self.set(ct.PROFILE_VELOCITY, 0)
+        self.set(ct.BUS_WATCHDOG, ct.BUS_WATCHDOG_EXPIRED)
+
     def read(self, address: int, length: int) -> Tuple[int, bytes]:
         if length < 0 or address < 0 or address + length > TABLE_BYTES:
             return p.ERR_ACCESS, b""
@@ -212,6 +258,9 @@ class EmulatedServo:
                 return p.ERR_ACCESS
         if address < ct.EEPROM_END and self.torque_on:
             return p.ERR_ACCESS
+        expired = self.bus_watchdog == ct.BUS_WATCHDOG_EXPIRED
+        if expired and address < ct.GOAL_VALUES[1] and end > ct.GOAL_VALUES[0]:
+            return p.ERR_DATA_RANGE          # e-Manual: Goal values are read-only while 98 reads -1
         new = bytearray(self.table)
         new[address:end] = data
 
@@ -225,6 +274,12 @@ class EmulatedServo:
             return p.ERR_DATA_RANGE
         if changed(ct.TORQUE_ENABLE) and val(ct.TORQUE_ENABLE) not in (0, 1):
             return p.ERR_DATA_RANGE
+        if changed(ct.BUS_WATCHDOG):
+            # 0 (off, clears the error) or 1..127; -1 is a status, not a value to write. Re-arming an expired
+            # watchdog without clearing it first is not described by the e-Manual; refused here, so a client that
+            # works against the emulator follows the documented sequence (write 0, then the new value)
+            if val(ct.BUS_WATCHDOG) < 0 or (expired and val(ct.BUS_WATCHDOG) != 0):
+                return p.ERR_DATA_RANGE
         if changed(ct.CURRENT_LIMIT) and val(ct.CURRENT_LIMIT) > self.model.current_limit_max_lsb:
             return p.ERR_DATA_LIMIT
         if changed(ct.GOAL_CURRENT) and abs(val(ct.GOAL_CURRENT)) > val(ct.CURRENT_LIMIT):
@@ -274,6 +329,13 @@ class ServoEmulator:
         # how late the serving thread woke from an idle wait (the process was not scheduled) and the longest
         # time from reading a request to writing its replies, s: evidence when a client sees reply timeouts
         self.timing: Dict[str, float] = {"max_wakeup_late": 0.0, "max_handling": 0.0}
+        # Bus Watchdog: every expiry as {id, mode, last_instruction, instruction_after, expired_at, applied_at}
+        # (monotonic s: the last instruction arrived in (instruction_after, last_instruction]; the plant runs with
+        # the stop from applied_at, normally = expired_at); on_plant_step(t) is called (lock held)
+        # after each advance of the plant to wall time t, e.g. to record the arm's state
+        self.watchdog_events: List[dict] = []
+        self.on_plant_step: Optional[Callable[[float], None]] = None
+        self._t_empty: Optional[float] = None    # everything that arrived by then has been read (see _advance)
         self._master: Optional[int] = None
         self._slave: Optional[int] = None
         self._pts_name = ""
@@ -450,17 +512,53 @@ class ServoEmulator:
         return goals, on
 
     def step_plant(self, now: Optional[float] = None) -> None:
-        """Advance the plant to *now* (wall time) and refresh Present values."""
+        """Advance the plant to *now* (wall time) and refresh Present values (Bus Watchdog expiries up to the
+        serving thread's last wake-up applied)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            dt = 0.0 if self._last_plant_t is None else now - self._last_plant_t
-            self._last_plant_t = now
-            goals, on = self._goals()
-            q, w, i = self.plant(dt, goals, on)
-            self._write_present(q, w, i)
+            self._advance(now, now if self._t_empty is None else min(now, self._t_empty))
+
+    def _integrate_to(self, t: float) -> None:
+        dt = 0.0 if self._last_plant_t is None else t - self._last_plant_t
+        self._last_plant_t = t
+        goals, on = self._goals()
+        q, w, i = self.plant(dt, goals, on)
+        self._write_present(q, w, i)
+        if self.on_plant_step is not None:
+            self.on_plant_step(t)
+
+    def _advance(self, now: float, certain: float) -> None:
+        """Advance the plant to *now*, stopping each servo whose Bus Watchdog expired by *certain* at its expiry
+        instant (the plant integrates up to it with the old goals, from it with the stop).
+
+        *certain*: the time up to which no instruction can have arrived unseen: when a select timed out (the
+        kernel had nothing for us then), or just before a read that took everything pending. Bytes read later
+        arrived after that instant; a real servo would have seen them at arrival, so an expiry after it is not
+        decided on them (the emulator's own lateness - a loaded machine - never stops a servo that was fed in
+        time) and they count as received when the read returned (the latest instant they can have arrived:
+        stop times measured here are upper bounds)."""
+        while True:
+            due = [(d, s.id) for s in self.servos.values()
+                   for d in (s.watchdog_deadline(),) if d is not None and d <= min(now, certain)]
+            if not due:
+                break
+            t_exp, sid = min(due)
+            s = self.servos[sid]
+            t_apply = t_exp if self._last_plant_t is None else max(t_exp, self._last_plant_t)
+            self._integrate_to(t_apply)
+            s.expire_watchdog()
+            self.watchdog_events.append({"id": sid, "mode": s.get(ct.OPERATING_MODE),
+                                         "last_instruction": s.last_instruction, "expired_at": t_exp,
+                                         "instruction_after": s.last_instruction_after,
+                                         "received": s.last_received, "applied_at": t_apply})
+        # an expiry not yet certain (after *certain*, by *now*): the plant waits for the decision at it, so that
+        # a stop decided later still starts at its instant (the plant lags by at most the uncertain interval)
+        pending = [d for d in (s.watchdog_deadline() for s in self.servos.values()) if d is not None and d <= now]
+        self._integrate_to(max(min(pending + [now]), self._last_plant_t or -math.inf))
 
     def _sync_present(self) -> None:
-        self.step_plant()
+        with self._lock:
+            self._advance(time.monotonic(), time.monotonic())
 
     def _write_present(self, q, w, i) -> None:
         m = self.model
@@ -472,7 +570,22 @@ class ServoEmulator:
             s.set(ct.MOVING, 1 if abs(w[k]) > m.rad_s_per_lsb else 0)
 
     # --- serving ------------------------------------------------------------------------------
+    def _pause_servo_clocks(self, seconds: float) -> None:
+        """A client may have waited *seconds* for this emulator (it answered late: busy, or descheduled with a
+        request pending); a real servo answers at once, so the client's next instruction came that much later than
+        it would have: the servos' Bus Watchdog timers are held for that time - never a stop caused by the
+        emulator's own lateness (a client that is silent by itself is not waiting: no pause)."""
+        if seconds <= 0:
+            return
+        with self._lock:
+            for s in self.servos.values():
+                if s.last_instruction is not None:
+                    s.last_instruction += seconds
+            self.timing["servo_clock_paused"] = self.timing.get("servo_clock_paused", 0.0) + seconds
+
     def _serve(self) -> None:
+        t_ready = None                   # when the previous select returned (the thread stopped waiting)
+        answered = False                 # the previous iteration sent replies (a client waited for them)
         while not self._stop:
             if self._want_close:
                 with self._lock:
@@ -488,8 +601,18 @@ class ServoEmulator:
             except (OSError, ValueError):
                 time.sleep(0.01)
                 continue
+            t_wake = time.monotonic()
+            if self._t_empty is None:
+                self._t_empty = t_wait
+            # the client waited for us: while we handled its requests until the replies went out and we were back
+            # in select (a real servo: no time), and while a request waited for us beyond select's timeout
+            pause = (t_wait - t_ready) if answered and t_ready is not None else 0.0
+            if master is not None and master in r:
+                pause += max(0.0, t_wake - t_wait - self.plant_period)
+            self._pause_servo_clocks(pause)
+            t_ready, answered = t_wake, False
             if not r:
-                late = time.monotonic() - t_wait - self.plant_period
+                late = t_wake - t_wait - self.plant_period
                 if late > self.timing["max_wakeup_late"]:
                     self.timing["max_wakeup_late"] = late
             if self._wake_r in r:
@@ -500,9 +623,11 @@ class ServoEmulator:
                 continue
             if master is None or master not in r:
                 with self._lock:
-                    # idle: the servos keep moving in real time
-                    if self._last_plant_t is None or time.monotonic() - self._last_plant_t >= self.plant_period:
-                        self.step_plant()
+                    # idle: the servos keep moving in real time; nothing had arrived when select timed out (or
+                    # there is no port): expiries up to then are certain
+                    self._t_empty = max(self._t_empty, t_wake if master is None
+                                        else min(t_wake, t_wait + self.plant_period))
+                    self._advance(t_wake, self._t_empty)
                     # a partial packet that never completed is a truncated request
                     if self._parser.check_timeout(0.1):
                         self.stats["bad_packets"] += 1
@@ -511,6 +636,7 @@ class ServoEmulator:
             if self._stall > 0:
                 pause, self._stall = self._stall, 0.0
                 time.sleep(pause)
+            t_before = time.monotonic()
             try:
                 data = os.read(master, 4096)
             except OSError as exc:
@@ -521,12 +647,21 @@ class ServoEmulator:
             if not data:
                 continue
             t_read = time.monotonic()
-            self._handle_bytes(data)
+            t_certain = self._t_empty
+            if len(data) < 4096:             # the read took everything that had arrived by t_before
+                self._t_empty = max(self._t_empty, t_before)
+            answered = self._handle_bytes(data, t_read, t_certain)
             took = time.monotonic() - t_read
             if took > self.timing["max_handling"]:
                 self.timing["max_handling"] = took
 
-    def _handle_bytes(self, data: bytes) -> None:
+    def _handle_bytes(self, data: bytes, t_arrived: Optional[float] = None,
+                      t_certain: Optional[float] = None) -> bool:
+        """Serve the packets in *data*, which arrived by *t_arrived* and after *t_certain* (see _advance); True
+        if replies were sent."""
+        answered = False
+        t_arrived = time.monotonic() if t_arrived is None else t_arrived
+        t_certain = t_arrived if t_certain is None else t_certain
         with self._lock:
             st = self._parser.stats
             crc0, tr0 = st.crc_errors, st.truncated
@@ -541,9 +676,13 @@ class ServoEmulator:
             name = p.INSTRUCTION_NAMES.get(pkt.instruction, hex(pkt.instruction))
             self.instruction_counts[name] = self.instruction_counts.get(name, 0) + 1
             with self._lock:
-                self.step_plant()
+                self._advance(max(time.monotonic(), t_arrived), t_certain)
+                for sid in self._addressed(pkt):
+                    s = self.servos[sid]
+                    s.last_instruction = s.last_received = t_arrived      # restarts its Bus Watchdog timer
+                    s.last_instruction_after = t_certain
                 replies = self._dispatch(pkt)
-                self.step_plant()  # goals may have changed (torque, current)
+                self._advance(time.monotonic(), t_certain)  # goals may have changed (torque, current)
             if not replies:
                 continue
             if self._silent:
@@ -552,6 +691,8 @@ class ServoEmulator:
             if self.latency > 0:
                 time.sleep(self.latency)
             self._send(replies)
+            answered = True
+        return answered
 
     def _send(self, replies: List[bytes]) -> None:
         out = bytearray()
@@ -590,6 +731,32 @@ class ServoEmulator:
 
     def _status(self, s: EmulatedServo, code: int = 0, params: bytes = b"") -> bytes:
         return p.build_status(s.id, s.status_error(code), params)
+
+    def _addressed(self, pkt: p.Packet) -> List[int]:
+        """Ids of the emulated servos a valid instruction packet is addressed to: its id, or a broadcast that
+        applies to every servo (PING, WRITE, REBOOT, ...) or names it (SYNC/BULK READ/WRITE). Each of them
+        restarts its Bus Watchdog timer ("communication: all the Instruction Packets"); a packet for another
+        id, or a corrupt one, does not."""
+        inst, sid, prm = pkt.instruction, pkt.servo_id, pkt.params
+        if sid != p.BROADCAST_ID:
+            return [sid] if sid in self.servos else []
+        if inst in (p.INST_SYNC_READ, p.INST_FAST_SYNC_READ):
+            named = list(prm[4:])
+        elif inst == p.INST_SYNC_WRITE:
+            n = p.from_le(prm[2:4]) if len(prm) >= 4 else 0
+            named = list(prm[4::n + 1]) if n else []
+        elif inst in (p.INST_BULK_READ, p.INST_FAST_BULK_READ):
+            named = list(prm[0::5])
+        elif inst == p.INST_BULK_WRITE:
+            named, k = [], 0
+            while k + 5 <= len(prm):
+                named.append(prm[k])
+                k += 5 + p.from_le(prm[k + 3:k + 5])
+        elif inst == p.INST_READ:
+            named = []                      # not served as a broadcast
+        else:
+            named = list(self.ids)
+        return [i for i in dict.fromkeys(named) if i in self.servos]
 
     def _dispatch(self, pkt: p.Packet) -> List[bytes]:
         inst, sid, prm = pkt.instruction, pkt.servo_id, pkt.params

@@ -22,9 +22,11 @@ Topics (QoS: KEEP_LAST, RELIABLE, VOLATILE)
 | /effort_controller/commands | std_msgs/Float64MultiArray | N m, joint_names order (current joints; entries of current_position joints ignored) |
 | /position_controller/commands | std_msgs/Float64MultiArray | rad, joint_names order (current_position joints only; subscribed only if such a joint exists) |
 
-Services (std_srvs/srv/Trigger): ``~/enable`` (torque on; only from state ``disabled``), ``~/disable``
-(torque off, always allowed), ``~/reboot`` (REBOOT the servos that report a hardware error; refused
-while enabled). Torque is off at start and after every fault/reconnect.
+Services: ``~/enable`` (flexarm_msgs/srv/Enable: torque on, Bus Watchdog armed; only from state ``disabled``,
+and only when the request's ``arm_id`` is this bridge's - the arm_id of its ``arm`` parameter, in /diagnostics and
+the start-up log - so that a process calling it by mistake cannot enable the servos); ``~/disable``
+(std_srvs/srv/Trigger: torque off, always allowed), ``~/reboot`` (Trigger: REBOOT the servos that report a
+hardware error; refused while enabled). Torque is off at start and after every fault/reconnect.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from flexarm_msgs.msg import FlexState
+from flexarm_msgs.srv import Enable
 from flexarm_sim.common.scheduler import FixedRateScheduler, set_timer_slack
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
@@ -49,7 +52,7 @@ from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
 
 from .config import BridgeConfig, _names, table_for
-from .core import DISABLED, ENABLED, BridgeCore
+from .core import DISABLED, ENABLED, BridgeCore, confirm_enable
 from .servo_bus import ServoBus
 
 def _fmt(v):
@@ -86,6 +89,7 @@ class BridgeNode(Node):
         names = _names(override.value, 'joint_names') if override is not None and override.value is not None else []
         self.params = NodeParams(self, table_for(names))
         self.cfg = BridgeConfig.from_mapping(self.params.values)
+        _, self.arm_id = self.cfg.arm_identity()
         self.period = 1.0 / self.cfg['loop_rate']
         self.prompt_write = self.cfg['prompt_write']
         if not 200.0 <= self.cfg['loop_rate'] <= 500.0:
@@ -93,6 +97,7 @@ class BridgeNode(Node):
         self.bus = ServoBus(self.cfg.bus_config())
         self.core = BridgeCore(self.cfg, self.bus, log=self._log)
         self.core.cfg_period = self.period
+        self.core.arm_id = self.arm_id
         self.to_ros = MonotonicToRos(self.get_clock())
         self.names = self.cfg.names
         self.frame_id = self.cfg['frame_id']
@@ -102,7 +107,8 @@ class BridgeNode(Node):
         # flexarm controllers, which read /flexarm/state, run on hardware unchanged (one codec: ros/flexstate.py)
         self.pub_state = self.create_publisher(FlexState, ros_names.STATE, qos(10))
         self.js_encoder = JointStateEncoder(self.names, frame_id=self.frame_id)
-        self.state_encoder = FlexStateEncoder(joints_only_layout(self.names), self.frame_id)
+        self.state_encoder = FlexStateEncoder(
+            joints_only_layout(self.names, self.arm_id.partition(':')[0], self.arm_id), self.frame_id)
         self.commands = CommandReader(len(self.names))
         self.n_state = 0
         self.pub_diag = self.create_publisher(DiagnosticArray, ros_names.DIAGNOSTICS, qos(10))
@@ -111,17 +117,23 @@ class BridgeNode(Node):
         if self.core.position_mask.any():
             self.create_subscription(Float64MultiArray, ros_names.POSITION_COMMANDS, self._on_position,
                                      qos(10))
-        self.create_service(Trigger, '~/enable', lambda req, resp: self._serve('enable', resp))
+        self.create_service(Enable, '~/enable', self._enable)
         self.create_service(Trigger, '~/disable', lambda req, resp: self._serve('disable', resp))
         self.create_service(Trigger, '~/reboot', lambda req, resp: self._serve('reboot', resp))
         self.create_timer(self.cfg['diagnostics_period'], self._publish_diagnostics)
         self._warn_last = 0.0
         self._running = False
         self._thread = threading.Thread(target=self._loop, name='bridge-loop', daemon=True)
+        wd = self.cfg['bus_watchdog']
         self.get_logger().info(
             f'{len(self.names)} joint(s) {self.names} on {self.cfg["port"]} @ {self.cfg["baud_rate"]} baud, '
-            f'{self.cfg["loop_rate"]:g} Hz, watchdog {self.cfg["command_timeout"]:g} s -> '
-            f'{self.cfg["watchdog_action"]}; torque off until ~/enable')
+            f'{self.cfg["loop_rate"]:g} Hz, command watchdog {self.cfg["command_timeout"]:g} s -> '
+            f'{self.cfg["watchdog_action"]}, '
+            + (f'servo Bus Watchdog {wd:g} s' if wd else 'servo Bus Watchdog NOT used (bus_watchdog: 0)')
+            + f'; arm_id {self.arm_id}; torque off until ~/enable with this arm_id')
+        if not wd:
+            self.get_logger().warning('bus_watchdog is 0: if this process, the host or the link dies while the '
+                                      'torque is on, the servos keep their last goal until power-off')
 
     # ------------------------------------------------------------------ logging / inputs
     def _log(self, level, message):
@@ -143,6 +155,14 @@ class BridgeNode(Node):
     def _on_position(self, msg):
         ok, reason = self.core.submit_position(msg.data)
         self._reject(ok, reason, ros_names.POSITION_COMMANDS)
+
+    def _enable(self, req, resp):
+        refused = confirm_enable(req.arm_id, self.arm_id)
+        if refused is not None:
+            resp.success, resp.message = False, f'enable refused: {refused}'
+            self.get_logger().warning(f'~/enable refused: {refused}')
+            return resp
+        return self._serve('enable', resp)
 
     def _serve(self, kind, resp):
         r = self.core.request(kind, timeout=5.0)

@@ -160,12 +160,15 @@ class ServoBusConfig:
     joints: List[JointServoConfig] = field(default_factory=list)
     model: object = "XM430-W350"          # name, model number or control_table.ModelUnits
     read_timeout: Optional[float] = None  # s; None = SDK default (bytes*10/baud + 34 ms)
-    hw_status_period: int = 100           # sync-read Hardware Error Status every N reads (0 = never)
+    hw_status_period: int = 100           # sync-read Hardware Error Status + Bus Watchdog every N reads (0 = never)
+    bus_watchdog: int = 0                 # Bus Watchdog (98) armed at enable, x 20 ms (0 = not used); see enable()
 
     def __post_init__(self):
         ids = [j.servo_id for j in self.joints]
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate servo ids: %r" % ids)
+        if not 0 <= self.bus_watchdog <= ct.BUS_WATCHDOG_MAX:
+            raise ValueError("bus_watchdog must be 0..%d (x 20 ms)" % ct.BUS_WATCHDOG_MAX)
         names = [j.name for j in self.joints]
         if len(set(names)) != len(names):
             raise ValueError("duplicate joint names: %r" % names)
@@ -202,6 +205,7 @@ class JointReading:
     status_errors: Dict[int, int] = field(default_factory=dict)   # status packet error byte per id
     hardware_error: Dict[int, int] = field(default_factory=dict)  # Hardware Error Status (70) per id
     duration: float = 0.0         # request -> last reply (s)
+    bus_watchdog: Dict[int, int] = field(default_factory=dict)    # Bus Watchdog (98) per id, as last polled
 
     @property
     def alert(self) -> bool:
@@ -229,6 +233,14 @@ class BusCounters:
     reconnects: int = 0
     stale_replies: int = 0      # status packets that answered an earlier request (skipped)
     resyncs: int = 0            # barriers answered after a failure or a (re)open
+
+
+def _per_servo(failed: Dict[int, str]) -> str:
+    """'servo(s) [1, 2]: reason; servo(s) [3]: other reason' (servos with the same reason together)."""
+    by_reason: Dict[str, List[int]] = {}
+    for sid in sorted(failed):
+        by_reason.setdefault(failed[sid], []).append(sid)
+    return "; ".join("servo(s) %s: %s" % (ids, why) for why, ids in by_reason.items())
 
 
 # --- pure unit conversions -----------------------------------------------------------
@@ -286,6 +298,10 @@ class ServoBus:
         self.names = [j.name for j in self.joints]
         self.counters = BusCounters()
         self.hardware_error: Dict[int, int] = {i: 0 for i in self.ids}
+        self.firmware: Dict[int, Optional[int]] = {i: None for i in self.ids}      # from the PING replies
+        self.bus_watchdog: Dict[int, int] = {}       # Bus Watchdog (98) per id as last read (-1: it had expired)
+        self.watchdog_cleared: List[int] = []        # ids found expired (-1) by the last configure(), then cleared
+        self.last_tx: Dict[int, float] = {i: -math.inf for i in self.ids}   # last instruction sent to each servo
         self.last_command_current = np.zeros(len(self.joints))
         self.port = None
         self.ph = dxl.PacketHandler(2.0)
@@ -319,7 +335,7 @@ class ServoBus:
         self._sync_read_state = dxl.GroupSyncRead(port, self.ph, ct.STATE_BLOCK_START, ct.STATE_BLOCK_LEN)
         for i in self.ids:
             self._sync_read_state.addParam(i)
-        self._sync_hw = dxl.GroupSyncRead(port, self.ph, ct.HARDWARE_ERROR_STATUS.address, 1)
+        self._sync_hw = dxl.GroupSyncRead(port, self.ph, ct.SAFETY_BLOCK_START, ct.SAFETY_BLOCK_LEN)
         for i in self.ids:
             self._sync_hw.addParam(i)
         self._sync_write_current = dxl.GroupSyncWrite(port, self.ph, ct.GOAL_CURRENT.address, 2)
@@ -383,7 +399,22 @@ class ServoBus:
         tx = [0] * (n + 7)
         tx[_ID], tx[5], tx[6], tx[_INST] = sid, n & 0xFF, n >> 8, instruction
         tx[8:8 + len(params)] = list(params)
-        return self._tx(lambda: self.ph.txPacket(self.port, tx))
+        res = self._tx(lambda: self.ph.txPacket(self.port, tx))
+        if res == COMM_SUCCESS:
+            self._sent(self.ids if sid == BROADCAST_ID else (sid,))
+        return res
+
+    def _sent(self, ids) -> None:
+        """Instructions to *ids* just went out (each servo's Bus Watchdog restarts when it gets one)."""
+        now = time.monotonic()
+        for sid in ids:
+            if sid in self.last_tx:
+                self.last_tx[sid] = now
+
+    @property
+    def last_tx_all(self) -> float:
+        """When the servo that was addressed longest ago got its last instruction (time.monotonic())."""
+        return min(self.last_tx.values())
 
     def _next_status(self):
         """The next status packet that arrived by the deadline: (Packet, COMM_SUCCESS), (None,
@@ -507,22 +538,55 @@ class ServoBus:
         out: Dict[int, Optional[int]] = {}
         for sid in self.ids:
             data, res, err = self._exchange(sid, INST_PING, (), 3, "ping")
-            out[sid] = data[0] | (data[1] << 8) if res == COMM_SUCCESS and not err & 0x7F else None
+            ok = res == COMM_SUCCESS and not err & 0x7F
+            out[sid] = data[0] | (data[1] << 8) if ok else None
+            if ok:
+                self.firmware[sid] = data[2]
         missing = [i for i, m in out.items() if m is None]
         if require and missing:
             raise ServoCommError("servos %s did not answer a ping" % missing,
                                  {i: "no answer" for i in missing})
         return out
 
-    def configure(self) -> None:
-        """Torque off, operating mode, Current Limit (and goal current) on every servo.
+    def _has_bus_watchdog(self, sid: int) -> bool:
+        fw = self.firmware.get(sid)
+        return fw is None or fw >= ct.BUS_WATCHDOG_MIN_FIRMWARE
 
+    def configure(self) -> None:
+        """Torque off, Bus Watchdog cleared, operating mode, Current Limit (and goal current) on every servo.
+
+        A servo whose Bus Watchdog had expired (98 = -1: it stopped itself because no instruction came) refuses
+        Goal writes until 0 is written to 98 (e-Manual): it is listed in ``watchdog_cleared`` and cleared here.
+        With ``bus_watchdog`` configured, a servo whose firmware predates the Bus Watchdog (< v38) fails.
         Raises ServoCommError naming the servos that failed (after trying all).
         """
         self._require_open()
         m = self.model
         failed: Dict[int, str] = {}
+        self.watchdog_cleared = []
         for j in self.joints:
+            sid = j.servo_id
+            if not self._has_bus_watchdog(sid):
+                if self.config.bus_watchdog:
+                    failed[sid] = ("firmware v%d has no Bus Watchdog (98, firmware v%d and later): update it "
+                                   "(DYNAMIXEL Wizard 2.0) or set bus_watchdog: 0.0"
+                                   % (self.firmware[sid], ct.BUS_WATCHDOG_MIN_FIRMWARE))
+                continue
+            err = self._write(sid, ct.TORQUE_ENABLE, 0)
+            value, rerr = self._read(sid, ct.BUS_WATCHDOG) if not err else (None, err)
+            if value is None:
+                failed[sid] = "%s: %s" % (ct.BUS_WATCHDOG if not err else ct.TORQUE_ENABLE, rerr)
+                continue
+            if value == ct.BUS_WATCHDOG_EXPIRED:
+                self.watchdog_cleared.append(sid)
+            err = self._write(sid, ct.BUS_WATCHDOG, 0)          # clears an expiry; armed again by enable()
+            if err:
+                failed[sid] = "%s <- 0: %s" % (ct.BUS_WATCHDOG, err)
+                continue
+            self.bus_watchdog[sid] = 0
+        for j in self.joints:
+            if j.servo_id in failed:
+                continue
             lim = current_limit_raw(j, m)
             steps = [
                 (ct.TORQUE_ENABLE, 0),
@@ -538,28 +602,53 @@ class ServoBus:
                     failed[j.servo_id] = "%s <- %d: %s" % (item, value, err)
                     break
         if failed:
-            raise ServoCommError("configure failed for %s" % sorted(failed), failed)
+            raise ServoCommError("configure failed: " + _per_servo(failed), failed)
 
     def enable(self) -> None:
-        """Torque on for all servos; on any failure all servos are disabled again."""
+        """Torque on for all servos, each with its Bus Watchdog armed; on any failure all servos are disabled again.
+
+        In three passes over the servos (e-Manual, Bus Watchdog(98): Goal values are refused while it reads -1,
+        and it is monitored only with torque on): (1) 98 <- 0 (clears an expiry) and a safe goal - zero current,
+        or the present position for current_position joints; (2) 98 <- ``bus_watchdog`` (armed; not yet monitored);
+        (3) torque on. From then on every servo stops by itself when no instruction reaches it for
+        ``bus_watchdog`` x 20 ms (the cyclic sync read/write addresses every servo each cycle).
+        """
         self._require_open()
         failed: Dict[int, str] = {}
+        units = self.config.bus_watchdog
         for j in self.joints:
+            sid = j.servo_id
+            if units or self.bus_watchdog.get(sid):
+                err = self._write(sid, ct.BUS_WATCHDOG, 0)
+                if err:
+                    failed[sid] = "bus watchdog <- 0: " + err
+                    continue
+                self.bus_watchdog[sid] = 0
             if j.mode == "current_position":
                 # hold the present position instead of jumping to a stale goal
-                counts, err = self._read(j.servo_id, ct.PRESENT_POSITION)
+                counts, err = self._read(sid, ct.PRESENT_POSITION)
                 if counts is None:
-                    failed[j.servo_id] = "read present position: " + err
+                    failed[sid] = "read present position: " + err
                     continue
-                err = self._write(j.servo_id, ct.GOAL_POSITION, counts)
+                err = self._write(sid, ct.GOAL_POSITION, counts)
                 if err:
-                    failed[j.servo_id] = "goal position: " + err
+                    failed[sid] = "goal position: " + err
                     continue
             else:
-                err = self._write(j.servo_id, ct.GOAL_CURRENT, 0)
+                err = self._write(sid, ct.GOAL_CURRENT, 0)
                 if err:
-                    failed[j.servo_id] = "goal current: " + err
+                    failed[sid] = "goal current: " + err
                     continue
+        for j in self.joints:
+            if units and j.servo_id not in failed:
+                err = self._write(j.servo_id, ct.BUS_WATCHDOG, units)
+                if err:
+                    failed[j.servo_id] = "bus watchdog <- %d: %s" % (units, err)
+                else:
+                    self.bus_watchdog[j.servo_id] = units
+        for j in self.joints:
+            if failed:
+                break
             err = self._write(j.servo_id, ct.TORQUE_ENABLE, 1)
             if err:
                 failed[j.servo_id] = "torque enable: " + err
@@ -568,7 +657,7 @@ class ServoBus:
                 self.disable()
             except BusError:
                 pass
-            raise ServoCommError("enable failed for %s" % sorted(failed), failed)
+            raise ServoCommError("enable failed: " + _per_servo(failed), failed)
 
     def disable(self) -> Dict[int, str]:
         """Torque off on every servo: one broadcast WRITE (no reply, so it goes out even while the
@@ -644,6 +733,7 @@ class ServoBus:
             if res != COMM_SUCCESS:
                 self._desync = True
                 return blocks, status_errors, (self.ids[0], res, "sync read tx: " + self._result_text(res))
+            self._sent(self.ids)
             self._set_reply_timeout((_STATUS_OVERHEAD + length) * len(self.ids))
             for sid in self.ids:
                 pkt, res = self._receive(sid, length)
@@ -707,7 +797,7 @@ class ServoBus:
         elif period and self._reads_since_hw_poll >= period:
             self._poll_hw_errors(None)
         return JointReading(list(self.names), pos, vel, eff, cur, volt, temp, stamp, True, "", 0, [],
-                            status_errors, dict(self.hardware_error), stamp - t0)
+                            status_errors, dict(self.hardware_error), stamp - t0, dict(self.bus_watchdog))
 
     def _poll_hw_errors(self, ids: Optional[List[int]]) -> None:
         """Refresh Hardware Error Status (70): given ids by READ, or all by one sync read."""
@@ -720,16 +810,28 @@ class ServoBus:
                 else:
                     self.hardware_error[sid] = self.hardware_error.get(sid) or 0x80  # unknown but alerted
             return
-        blocks, _, failure = self._sync_read(self._sync_hw, 1, "hardware status read")
+        blocks, _, failure = self._sync_read(self._sync_hw, ct.SAFETY_BLOCK_LEN, "hardware status read")
         if failure is None:
+            wd = ct.BUS_WATCHDOG.address - ct.SAFETY_BLOCK_START
             for sid in self.ids:
                 self.hardware_error[sid] = blocks[sid][0]
+                self.bus_watchdog[sid] = ct.decode(ct.BUS_WATCHDOG, blocks[sid], wd)
 
     def read_hardware_errors(self) -> Dict[int, int]:
         """Read Hardware Error Status of every servo now."""
         self._require_open()
         self._poll_hw_errors(list(self.ids))
         return dict(self.hardware_error)
+
+    def read_bus_watchdog(self) -> Dict[int, Optional[int]]:
+        """Bus Watchdog (98) of every servo now (None: no valid answer); -1 = it expired and stopped the servo."""
+        self._require_open()
+        out: Dict[int, Optional[int]] = {}
+        for sid in self.ids:
+            out[sid], _ = self._read(sid, ct.BUS_WATCHDOG)
+            if out[sid] is not None:
+                self.bus_watchdog[sid] = out[sid]
+        return out
 
     def _send_sync(self, group, values: Dict[int, bytes]) -> bool:
         for sid, data in values.items():
@@ -742,6 +844,7 @@ class ServoBus:
         if res != COMM_SUCCESS:
             self.counters.write_failures += 1
             return False
+        self._sent(group.data_dict)
         return True
 
     def write_efforts(self, tau: Sequence[float]) -> bool:
@@ -837,7 +940,9 @@ def measure_cycle_rate(n_servos: int = 2, baud: int = 1000000, seconds: float = 
         emu = ServoEmulator(ids)
         path = emu.port_name
     joints = [JointServoConfig("j%d" % i, i, current_limit=1.0) for i in ids]
-    bus = ServoBus(ServoBusConfig(path, baud, joints, hw_status_period=0))
+    # a generous reply timeout: an emulator thread or process that a loaded machine deschedules answers late,
+    # which this measures as a slow cycle rather than failing (the rate, not the timeout, is the figure here)
+    bus = ServoBus(ServoBusConfig(path, baud, joints, read_timeout=0.5, hw_status_period=0))
     durations: List[float] = []
     failures = 0
     try:

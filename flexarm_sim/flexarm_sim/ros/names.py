@@ -32,7 +32,7 @@ CLOCK = 'clock'                                     # rosgraph_msgs/Clock  plant
 # services
 RESET = 'flexarm/reset'                             # flexarm_msgs/srv/SetState  plant
 PAUSE = 'flexarm/pause'                             # std_srvs/srv/SetBool  plant
-BRIDGE_SERVICES = ('enable', 'disable', 'reboot')   # std_srvs/srv/Trigger  hardware bridge, private (~/<name>)
+BRIDGE_SERVICES = ('enable', 'disable', 'reboot')   # enable: flexarm_msgs/srv/Enable, the others std_srvs/srv/Trigger; hardware bridge, private (~/<name>)
 
 # the topics a controller may publish and the plant / bridge obey: commands (command-source detection, keystore)
 COMMAND_TOPICS = (EFFORT_COMMANDS, POSITION_COMMANDS, STAMPED_COMMAND)
