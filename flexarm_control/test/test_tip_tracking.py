@@ -137,3 +137,15 @@ def test_the_real_time_planner_retimes_a_plan_that_comes_after_its_start(deluca)
     assert planner.moves_retimed == 1 and law.plan.t0 > 10.0 and law.plan.t0 - 10.0 <= DT + 1e-9
     assert law.plan.move_start == pytest.approx(law.plan.t0 + 0.5, abs=1e-9)
     assert any('re-timed' in m for _, m in logs)
+
+
+def test_a_gain_cell_designed_in_a_thread_leaves_the_plan_in_force(deluca):
+    """Real time: the gain designer thread stores cells with ModalLQR.install(key, design, generation) while a plan
+    is in force. (TipTracking's own install once shadowed it: the plan became the cell's key, a tuple, and every
+    diagnostics call then raised, so the controller never reported the move accepted.)"""
+    law = TipTracking(deluca, dt=DT)
+    law.set_reference(standard_move(deluca))
+    plan = law.plan
+    key = (0, 0)
+    law.install(key, law.design_cell(key), law.generation)
+    assert law.plan is plan and law._cache[key] is not None

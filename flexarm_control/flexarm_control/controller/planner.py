@@ -1,6 +1,6 @@
 """Planning references for a controller node (no ROS): in its own thread in real time, at once in lock-step.
 
-A law that plans (laws.tip_tracking.TipTracking: `plan_for`, `install`, `desired_state`) gets every accepted joint
+A law that plans (laws.tip_tracking.TipTracking: `plan_for`, `install_plan`, `desired_state`) gets every accepted joint
 reference planned from the arm's desired state at the plan's start (the current plan's, or the held equilibrium),
 on the control grid of the states (t_now + k dt):
   * lock-step: at once, inside the reference callback (the plant waits for the next command meanwhile, so the
@@ -107,7 +107,7 @@ class ReferencePlanner:
         return True, True, ''
 
     def _install(self, plan, reference, t_now):
-        self.law.install(plan, reference, t_now)
+        self.law.install_plan(plan, reference, t_now)
         self.plans += 1
         self.last_plan_time_s = float(plan.info.get('plan_time_s', float('nan')))
 

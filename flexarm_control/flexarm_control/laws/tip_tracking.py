@@ -10,7 +10,7 @@ joint angles in static equilibrium with the same feedback.
 
 A reference set with `set_reference` is planned at once, from rest in static equilibrium at its start
 (in-process use: `simulate(model, T, dt, law)` after `law.set_reference(PointToPoint(...))`). A controller
-node plans it from the state it is in (`plan_for` in a worker thread, then `install`). A reference that cannot be
+node plans it from the state it is in (`plan_for` in a worker thread, then `install_plan`). A reference that cannot be
 planned (`PlanError`: effort, position or velocity limits, the model's validity) raises; the previous plan stays.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ class TipTracking(ModalLQR):
         from ..planning import plan_move
         return plan_move(self.model, reference, self.dt, t_start=t_now, z0=z, zd0=zd, **self.plan_options)
 
-    def install(self, plan, reference=None, t_now=-math.inf):
+    def install_plan(self, plan, reference=None, t_now=-math.inf):
         """Put a plan in force (with its joint reference, which the law holds after the plan)."""
         if reference is not None:
             self.references.set(reference, t_now)
@@ -91,7 +91,7 @@ class TipTracking(ModalLQR):
             self.references.set(reference, t_now)
             self.plan = None
             return
-        self.install(self.plan_for(reference), reference, t_now)
+        self.install_plan(self.plan_for(reference), reference, t_now)
 
     # ------------------------------------------------------------------ law
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
