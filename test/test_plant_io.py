@@ -226,7 +226,7 @@ def test_plant_side_servo_follows_position_commands(spawn, tmp_path, client_for)
     from std_msgs.msg import Float64MultiArray
     plant = start_plant(spawn, tmp_path, arm='deluca_two_link', time_mode='simtime', real_time_factor=0.0,
                         **{'servo.enabled': True, 'servo.kp': [20.0, 4.0], 'servo.kv': [6.0, 0.2],
-                           'publish_rates.diagnostics': 5.0, 'command_timeout': 1000.0})
+                           'publish_rates.diagnostics': 5.0, 'command_timeout': 10.0})   # the largest: settles in ~3 s
     c = client_for(plant)
     c.wait_started()
     pub = c.publisher(Float64MultiArray, '/position_controller/commands')

@@ -1,5 +1,6 @@
 """System test: the De Luca arm under each controller in real time over DDS (plant and controller in their own
-processes, `flexarm run` defaults: plant 1 kHz, states and control at 500 Hz) stays bounded and tracks.
+processes, `flexarm run` defaults: plant 1 kHz, states and control at 500 Hz; a 30 deg move, within the model's
+validity) stays bounded and tracks.
 
 Behaviour only, no timing asserts: before the delay-aware laws (controller_node.py, laws: input_delay) and the
 loop-thread state publishing of the plant, these runs diverged (joint errors of radians, tip deflections of metres,
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.ros
 @pytest.mark.parametrize('controller', ['modal', 'pd_servo'])
 def test_realtime_closed_loop_over_dds_stays_bounded(ros_env, controller):
     r = subprocess.run([sys.executable, '-m', 'flexarm_bringup.cli', 'run', '--controller', controller,
-                        '--duration', '4', '--quiet', '--json'], env=ros_env, capture_output=True, text=True,
+                        '--duration', '4', '--angle', '30', '--quiet', '--json'], env=ros_env, capture_output=True, text=True,
                        timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads(r.stdout.strip().splitlines()[-1])
@@ -45,7 +46,8 @@ def test_overload_never_destabilizes_the_arm(ros_env):
         for h in hogs:
             h.kill()
             h.wait()
-    assert r.returncode == 0, r.stderr[-2000:]
+    # 0, or 3 with the summary printed: the 60 deg move bends link 1 beyond the model's validity even unloaded
+    assert r.returncode in (0, 3), r.stderr[-2000:]
     s = json.loads(r.stdout.strip().splitlines()[-1])
     tip, rms = s['peak_tip_deflection_m'], s['joint_rms_error_rad']
     assert math.isfinite(tip) and tip < 1.0 and all(math.isfinite(x) and x < 1.0 for x in rms), s

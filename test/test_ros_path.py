@@ -32,7 +32,12 @@ def _expected_derived(node, values):
     model = load_model(resolve_arm(values['arm']))
     n, nm = model.n_joints, int(model.mode_index.size)
     if node == 'plant':
-        return {'initial.position': [0.0] * n, 'initial.velocity': [0.0] * n, 'initial.modal_position': [0.0] * nm,
+        # the watchdog hold's rule (plant/servo.py hold_gains; the hold at work: test_safe_mode.py): the ROS path
+        # carries it
+        from flexarm_sim.plant.servo import hold_gains
+        kp, kv = hold_gains(model)
+        return {'watchdog.hold_kp': list(kp), 'watchdog.hold_kv': list(kv),
+                'initial.position': [0.0] * n, 'initial.velocity': [0.0] * n, 'initial.modal_position': [0.0] * nm,
                 'initial.modal_velocity': [0.0] * nm, 'servo.kp': [0.0] * n, 'servo.kv': [0.0] * n,
                 'effort_limits': [j.effort_limit for j in model.spec.joints],
                 'sensors.strain.gauges': [], 'sensors.strain.bias': []}          # no gauges: no biases

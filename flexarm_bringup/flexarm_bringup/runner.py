@@ -97,7 +97,7 @@ MAX_SAMPLES = 1 << 17         # samples kept (beyond: every other one dropped, t
 PROGRESS_AFTER_S = 2.0
 PAUSED_STATE_PERIOD_S = 0.05  # a paused plant re-sends its state this often (plant/runtime.IDLE_PERIOD)
 REFERENCE_ACK_S = 10.0        # s for the plant's pause service and the controller to accept the reference
-LOST_EXIT_CODE = 3            # `flexarm run`'s exit code when the arm was lost (the summary is printed)
+LOST_EXIT_CODE = 3            # `flexarm run`'s exit code when the arm was lost or the model's validity left
 PLAN_ACK_S = 300.0            # s for a planning controller (tip_tracking) to plan and accept the move
 PLANNING_LEAD_S = 3.0         # s of plant time a planning controller gets before a real-time move starts
 LOST_JOINT_ERROR_RAD = 0.2    # the arm is lost if a joint ends the run farther than this from its target ...
@@ -976,13 +976,13 @@ def _drive(args, model, runner, procs, recorder, progress):
     else:
         _print_summary(summary)
     if summary['validity_left']:
-        print(f'flexarm run: WARNING: {summary["validity_left"]}; the figures above are outside what the model '
-              f'describes', file=sys.stderr)
+        print(f'flexarm run: the run left the model\'s validity: {summary["validity_left"]} (the figures above are '
+              f'outside what the model describes)', file=sys.stderr)
     if summary['lost']:
         print(f'flexarm run: the arm was lost: {summary["lost"]}', file=sys.stderr)
     if record_problems:
         _fail('the recording is incomplete: ' + '; '.join(record_problems))
-    if summary['lost']:
+    if summary['lost'] or summary['validity_left']:
         return LOST_EXIT_CODE
     if record_problems:
         return RECORD_INCOMPLETE_EXIT_CODE

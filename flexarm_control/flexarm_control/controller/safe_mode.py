@@ -52,9 +52,9 @@ The supervisor (`SafeMode`) per state:
     (returning from the current state; a plant waiting for its first command publishes every 50 ms: within it);
   * `recover_time` of states on time switch back to the normal law (its integrators reset) once the hold law has
     brought the arm back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most
-    RETURN_SETTLE_S later); a normal law that steers the whole state back itself (`steers_back`: the modal LQR,
-    tip_tracking about its plan) resumes once the return ended (during a move its joints are rightly 0.1-0.3 rad
-    off the joint reference: the tolerance kept tip_tracking on the hold law for the 3 s).
+    RETURN_SETTLE_S later); a normal law that steers the whole state back itself, fast (`steers_back`: tip_tracking
+    about its plan) resumes once the return ended (during a move its joints are rightly 0.05-0.1 rad off the joint
+    reference: the tolerance kept tip_tracking on the hold law for the 3 s).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the
 stiffest modes) — unless the previous law was not in the loop (no state answered for longer than design_period: the
@@ -752,7 +752,7 @@ class SafeMode:
         if b is not None and t < b.end_time:
             return False
         if getattr(self.law, 'steers_back', False):
-            return True                    # a full-state LQR brings the arm back itself (ModalLQR.steers_back)
+            return True                    # the normal law brings the arm back itself (TipTracking.steers_back)
         if b is not None and t >= b.end_time + RETURN_SETTLE_S:
             return True
         q, _ = self.hold.slow_joints(z, zd)
