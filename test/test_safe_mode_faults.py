@@ -219,11 +219,17 @@ def test_controller_stopped_2s_then_the_arm_is_back_or_held(run):
     assert err <= 0.05 or ctl.get('safe_mode') == 'on', (err, ctl)
 
 
+RETURN_WINDOW_S = 12.0
+
+
 def test_plant_restarted_the_controller_brings_the_arm_back_or_reports(run):
     """kill -9 of the plant mid-move and a new one 2 s later (issue 28: the controller resumed 6.9 s later but stayed
     in its safe mode, the arm drifting): the new plant holds the arm at its initial state until the controller
-    commands; 8 s later the arm is within 0.05 rad of the target, or the controller reports its safe mode; never
-    lost (measured 0.003-0.069 rad, safe mode on, peak tip 0.09-0.31 m)."""
+    commands; RETURN_WINDOW_S later the arm is within 0.05 rad of the target, or the controller reports its safe mode;
+    never lost. The new plant starts 1.05 rad (60 deg) from the target: the return at safe_mode.return_speed
+    (0.5 rad/s) takes ~2.5 s, the hold law (6.4 % authority) lags it, the modal law resumes within 0.02 rad or 3 s after
+    the return, then settles (slowest joint poles 1.2-2.9 1/s): 8 s was marginal (0.003-0.069 rad measured, 0.12 once
+    with the safe mode off in a full suite run)."""
     t_move, _ = run.start_move()
     run.until_plant_time(t_move + 1.25)
     os.killpg(run.procs['plant'].pid, signal.SIGKILL)
@@ -233,7 +239,7 @@ def test_plant_restarted_the_controller_brings_the_arm_back_or_reports(run):
     run.start(run.specs[0])
     run.wait(lambda: len(run.array()) > n_before and run.latest()[1] > 0, 240.0, 'the new plant integrating')
     t_new = run.latest()[0]
-    run.until_plant_time(t_new + 8.0)
+    run.until_plant_time(t_new + RETURN_WINDOW_S)
     a = run.array()[n_before:]
     never_lost(run, a)
     err = float(np.max(np.abs(a[-1, 2:4] - run.target)))
