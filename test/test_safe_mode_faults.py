@@ -36,7 +36,9 @@ from flexarm_sim.ros.messages import qos
 
 pytestmark = pytest.mark.ros
 
-ANGLE, MOVE_TIME = math.pi / 3, 2.5
+# 30 deg: on the 60 deg move the modal law alone bends link 1 beyond the model's validity (17.5 % in lock-step, more
+# in real time), where no figure is physics; the bounds in the docstrings below were measured on the 60 deg move
+ANGLE, MOVE_TIME = math.pi / 6, 2.5
 
 
 class Run:

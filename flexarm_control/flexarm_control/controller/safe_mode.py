@@ -41,8 +41,8 @@ The supervisor (`SafeMode`) per state:
     tip deflection beyond DEFLECTION_LIMIT x its length, or a joint jump that no motion within the velocity limits
     explains): not acted on (no command: the plant's or the bridge's command watchdog takes over if it lasts),
     counted, and counted as late;
-  * late (older than max_state_age, counting each period skipped since the previous state as one period of age):
-    `trigger_count` in a row switch to the safe mode;
+  * late (older than max_state_age, or periods skipped since the previous state): `trigger_count` in a row switch to
+    the safe mode;
   * in the safe mode, YIELD_COUNT states in a row older than design_delay, or fewer states in the last
     YIELD_WINDOW_S than one per YIELD_GAP_FACTOR x design_period (single longer gaps are commands held longer, which
     the soft hold loop rides through as transients; a state rate that low for a second is not), are beyond what the
@@ -52,9 +52,7 @@ The supervisor (`SafeMode`) per state:
     (returning from the current state; a plant waiting for its first command publishes every 50 ms: within it);
   * `recover_time` of states on time switch back to the normal law (its integrators reset) once the hold law has
     brought the arm back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most
-    RETURN_SETTLE_S later); a normal law that steers the whole state back itself, fast (`steers_back`: tip_tracking
-    about its plan) resumes once the return ended (during a move its joints are rightly 0.05-0.1 rad off the joint
-    reference: the tolerance kept tip_tracking on the hold law for the 3 s).
+    RETURN_SETTLE_S later).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the
 stiffest modes) — unless the previous law was not in the loop (no state answered for longer than design_period: the
@@ -638,16 +636,10 @@ class SafeMode:
                 self.log('warn', f'implausible state not acted on: {why} ({self.implausible} so far)')
             self._late(t, z, zd, f'implausible state: {why}', act=False)
             return None
-        # skipped periods held the previous command that much longer: the loop saw a state that much older than
-        # designed (one skipped state at 500 Hz, 2 ms more, is within max_state_age = input_delay + 2 periods; a
-        # single skip counted as late put tip_tracking on the hold law for 9.5 s of a 10 s run over DDS)
-        held = age + skipped * self.law.dt
-        late = held > self.max_state_age
+        late = age > self.max_state_age or skipped > 0
         if late:
             self.late_states += 1
-            reason = (f'{skipped} state periods skipped (state {1e3 * age:.1f} ms old, the command held '
-                      f'{1e3 * held:.1f} ms longer than designed for; limit {1e3 * self.max_state_age:.1f} ms)'
-                      if skipped > 0 else
+            reason = (f'{skipped} state periods skipped' if skipped > 0 else
                       f'state {1e3 * age:.1f} ms old (limit {1e3 * self.max_state_age:.1f} ms)')
             self._late(t, z, zd, reason, run=max(1, skipped))
         else:
@@ -751,8 +743,6 @@ class SafeMode:
         b = self.refs.blend
         if b is not None and t < b.end_time:
             return False
-        if getattr(self.law, 'steers_back', False):
-            return True                    # the normal law brings the arm back itself (TipTracking.steers_back)
         if b is not None and t >= b.end_time + RETURN_SETTLE_S:
             return True
         q, _ = self.hold.slow_joints(z, zd)

@@ -125,9 +125,6 @@ class ModalLQR(ControlLaw):
     # cannot follow without deflecting, the tip is held loosely (1 cm/m); tip_tracking (a planned, consistent
     # trajectory) holds it tightly (TIP_MAX_PER_REACH)
     tip_max_per_reach = 0.01
-    # brings the arm back from an offset itself, fast (controller/safe_mode.py): not with the loose joint weights of
-    # a rigid joint reference (dq_max 8 cm/m: a 2 s stall left 0.06-0.07 rad at the end, test_safe_mode_faults)
-    steers_back = False
 
     def __init__(self, model, tip_max=None, tip_rate_max=None, modal_rate_max=None, dq_max=None, dq_rate_max=None,
                  rho=DEFAULT_RHO, integral_time=FRICTION_INTEGRAL_TIME, integral=None, feedforward=True,

@@ -29,9 +29,6 @@ PLAN_PARAMS = ('pre_actuation', 'post_actuation')
 class TipTracking(ModalLQR):
     name = 'tip_tracking'
     tip_max_per_reach = TIP_MAX_PER_REACH
-    # its tight weights bring the arm back onto the plan itself (controller/safe_mode.py: resumes once the hold law's
-    # return ended; during a move the plan's joints are 0.05-0.1 rad off the joint reference the hold law tracks)
-    steers_back = True
     GAINS = dict({k: v for k, v in ModalLQR.GAINS.items() if k != 'feedforward'},
                  tip_max=Param(DERIVED, ModalLQR.GAINS['tip_max'].check, 'm, allowed tip error (Bryson weight); not '
                                'set = 0.6 mm per metre of reach', runtime=True),
