@@ -74,6 +74,7 @@ import numpy as np
 import scipy.linalg
 
 from ..laws.base import ControlLaw, rigid_model_of
+from ..laws.modal import grid_corners
 from ..laws.reference import ReferenceManager
 
 PHASE_RESERVE = math.radians(30.0)   # phase kept for the hold loop itself when choosing the controlled modes
@@ -341,19 +342,7 @@ class SafeHoldLaw(ControlLaw):
         return tuple(int(k) for k in np.round(x))
 
     def _corners(self, q):
-        x = np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi) / self.schedule_step
-        lo = np.floor(x)
-        frac = x - lo
-        out = [((), 1.0)]
-        for j in range(x.size):
-            nxt = []
-            for key, w in out:
-                if 1.0 - frac[j] > 1e-12:
-                    nxt.append((key + (int(lo[j]),), w * (1.0 - frac[j])))
-                if frac[j] > 1e-12:
-                    nxt.append((key + (int(lo[j]) + 1,), w * frac[j]))
-            out = nxt
-        return out
+        return grid_corners(np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi) / self.schedule_step)
 
     def design_cell(self, key):
         d = design_hold(self.model, np.array(key, dtype=float) * self.schedule_step, self.envelope,

@@ -66,6 +66,23 @@ from flexarm_sim.common.params import DERIVED, Param, boolean, float_range
 from .base import ControlLaw, rigid_model_of
 
 
+def grid_corners(x):
+    """[(cell key, weight)]: the corners of the grid cell containing x (grid units) with their multilinear
+    interpolation weights, corners of zero weight left out (the gain schedules of this law and of the safe mode)."""
+    lo = np.floor(x)
+    frac = x - lo
+    out = [((), 1.0)]
+    for j in range(x.size):
+        nxt = []
+        for key, w in out:
+            if 1.0 - frac[j] > 1e-12:
+                nxt.append((key + (int(lo[j]),), w * (1.0 - frac[j])))
+            if frac[j] > 1e-12:
+                nxt.append((key + (int(lo[j]) + 1,), w * frac[j]))
+        out = nxt
+    return out
+
+
 def tip_jacobian(model, z, eps=1e-6):
     """(3, N) derivative of the deformed tip position with respect to z (central differences)."""
     N = model.n_coords
@@ -297,19 +314,7 @@ class ModalLQR(ControlLaw):
 
     def _corners(self, q):
         """Grid cells around q and their multilinear weights (cells of zero weight left out)."""
-        x = self._grid(q)
-        lo = np.floor(x)
-        frac = x - lo
-        out = [((), 1.0)]
-        for j in range(x.size):
-            nxt = []
-            for key, w in out:
-                if 1.0 - frac[j] > 1e-12:
-                    nxt.append((key + (int(lo[j]),), w * (1.0 - frac[j])))
-                if frac[j] > 1e-12:
-                    nxt.append((key + (int(lo[j]) + 1,), w * frac[j]))
-            out = nxt
-        return out
+        return grid_corners(self._grid(q))
 
     def _cell(self, key):
         g = self._cache.get(key)
