@@ -642,6 +642,39 @@ def test_expired_servos_are_a_fault_cleared_and_reported_at_reconnect(emu):
         c.shutdown()
 
 
+def test_a_stall_between_read_and_write_is_found_before_the_write(emu):
+    """The host stalls after the cycle's read went out and before its write (a SIGSTOP lands anywhere): the servos
+    expire, and when the bridge resumes its command watchdog has also run out. The expiry is found before anything
+    is written - a FAULT naming the servos and the silence, counted, cleared and reported at the reconnect - not
+    hidden by the watchdog's torque off (whose re-enable would clear it unreported; CI saw that)."""
+    import time
+    c = make_core(emu, bus_watchdog=0.04)
+    try:
+        connect(c)
+        enable(c, 0.0)
+        c.submit_effort([0.3, 0.3], now=0.001)
+        c.cycle(now=0.004)
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0
+        read = c.bus.read_state
+
+        def read_then_stall():
+            r = read()
+            time.sleep(0.2)                                              # the bridge hangs after its read
+            return r
+        c.bus.read_state = read_then_stall
+        c.cycle(now=0.5)                                                 # command watchdog (0.2 s) due as well
+        c.bus.read_state = read
+        assert {e['id'] for e in emu.watchdog_events} == {1, 2}
+        assert c.state == FAULT and 'Bus Watchdog stopped servo(s) [1, 2]' in c.last_fault, c.last_fault
+        assert 'the bridge sent a servo nothing for 0.2' in c.last_fault, c.last_fault
+        assert c.watchdog_trips == {1: 1, 2: 1}
+        recover(c, 0.6)
+        msg = [m for lvl, m in c.logs if 'connected to' in m][-1]
+        assert 'servo(s) [1, 2] had been stopped by their Bus Watchdog' in msg, msg
+    finally:
+        c.shutdown()
+
+
 def test_expiry_during_a_link_outage_is_found_at_reconnect(emu):
     """The servos expire while the bridge cannot reach them at all (adapter unplugged with the torque on): the
     fault's torque off is NOT confirmed by any servo - reported per servo with what stops them instead - and

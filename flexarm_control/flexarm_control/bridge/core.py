@@ -280,6 +280,8 @@ class BridgeCore:
         if not ok:
             self._fault('sync write failed', now)
             return False
+        if self.state != ENABLED:       # the Bus Watchdog check faulted
+            return False
         self.prompt_writes += 1
         return True
 
@@ -318,8 +320,6 @@ class BridgeCore:
                 self._attempt_reconnect(now)
             return None
         t0 = time.perf_counter()
-        # how long the servos have heard nothing from the bridge (their Bus Watchdog measures the same interval)
-        gap = time.monotonic() - getattr(self.bus, 'last_tx_all', -math.inf)
         try:
             reading = self.bus.read_state()
         except BusError as e:
@@ -338,9 +338,9 @@ class BridgeCore:
         if not (np.all(np.isfinite(reading.position)) and np.all(np.isfinite(reading.velocity))):
             self._fault('read returned non-finite values', now)
             return None
-        if self.state == ENABLED and self.wd_units and self._bus_watchdog_expired(reading, gap, now):
-            return self._fresh(reading)
-        if self.state == ENABLED:
+        if self.state != ENABLED:
+            self._take_silence()          # unarmed servos: a silence now says nothing about the next enable
+        else:
             try:
                 ok = self._write(reading, now)
             except BusError as e:
@@ -351,10 +351,16 @@ class BridgeCore:
         self.stats.record(now, time.perf_counter() - t0, time.process_time() - c0)
         return self._fresh(reading)
 
+    def _take_silence(self) -> float:
+        """The longest a servo went without an instruction from the bridge since the last call, up to now (what its
+        Bus Watchdog measures: a host stall anywhere in a cycle shows here, whatever it interrupted)."""
+        take = getattr(self.bus, 'take_silence', None)
+        return take() if take is not None else -math.inf
+
     def _bus_watchdog_expired(self, reading: JointReading, gap: float, now: float) -> bool:
-        """After a good read while enabled: did a servo's Bus Watchdog stop it? Checked (one READ of item 98 per
-        servo) when the servos may have gone without instructions for long - a failed read before, a silence of
-        the bridge longer than half the watchdog time - or the periodic poll saw -1. An expired servo: FAULT."""
+        """Before each goal write while enabled: did a servo's Bus Watchdog stop it? Checked (one READ of item 98
+        per servo) when the servos may have gone without instructions for long - a failed read before, a silence
+        (*gap*) longer than half the watchdog time - or the periodic poll saw -1. An expired servo: FAULT."""
         if math.isfinite(gap):
             self.gap_max = max(self.gap_max, gap)
             self.gap_max_total = max(self.gap_max_total, gap)
@@ -456,7 +462,12 @@ class BridgeCore:
         return eff, pos
 
     def _write(self, reading: JointReading, now: float) -> bool:
+        """Compute and write this cycle's goals (or the command watchdog's torque off). First, whether the servos'
+        Bus Watchdog stopped them while the bridge was silent: then FAULT (state leaves ENABLED) and nothing is
+        written - goals would be refused, and the watchdog's torque off would clear the expiry unreported."""
         eff, pos = self.command(reading, now)
+        if self.wd_units and self._bus_watchdog_expired(reading, self._take_silence(), now):
+            return True
         if self.watchdog == WD_TIMEOUT and self.action == 'torque_off':
             failed = self.bus.disable()
             self.state = DISABLED

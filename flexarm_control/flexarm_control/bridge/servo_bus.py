@@ -302,6 +302,7 @@ class ServoBus:
         self.bus_watchdog: Dict[int, int] = {}       # Bus Watchdog (98) per id as last read (-1: it had expired)
         self.watchdog_cleared: List[int] = []        # ids found expired (-1) by the last configure(), then cleared
         self.last_tx: Dict[int, float] = {i: -math.inf for i in self.ids}   # last instruction sent to each servo
+        self._silence = 0.0                          # longest silence that ended since take_silence()
         self.last_command_current = np.zeros(len(self.joints))
         self.port = None
         self.ph = dxl.PacketHandler(2.0)
@@ -405,11 +406,22 @@ class ServoBus:
         return res
 
     def _sent(self, ids) -> None:
-        """Instructions to *ids* just went out (each servo's Bus Watchdog restarts when it gets one)."""
+        """Instructions to *ids* just went out (each servo's Bus Watchdog restarts when it gets one); the silence
+        that ended is kept for :meth:`take_silence`."""
         now = time.monotonic()
         for sid in ids:
             if sid in self.last_tx:
+                if math.isfinite(self.last_tx[sid]):
+                    self._silence = max(self._silence, now - self.last_tx[sid])
                 self.last_tx[sid] = now
+
+    def take_silence(self) -> float:
+        """The longest a servo went without an instruction since the last call: the intervals that ended, and
+        the one still running (what its Bus Watchdog measures; a host stall anywhere in a cycle shows here)."""
+        now = time.monotonic()
+        s = max(self._silence, now - self.last_tx_all)
+        self._silence = 0.0
+        return s
 
     @property
     def last_tx_all(self) -> float:
