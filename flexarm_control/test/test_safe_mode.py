@@ -344,3 +344,45 @@ def test_tip_tracking_stalled_mid_plan_resumes_on_its_plan(deluca):
     for t in (4.0, 5.0, 6.0):
         assert np.max(np.abs(L.q_at(t) - plan.sample(t)[0][L.qi])) < (0.01 if t < 5.0 else 0.002), t
     assert L.final_error() <= 0.05, L.final_error()
+
+
+@pytest.mark.parametrize('seed', [0, 1])
+def test_tip_tracking_rides_through_a_loaded_machines_stalls_on_its_own_law(deluca, seed):
+    """The transport a loaded 2-core machine gives over DDS (measured: states arrive in pairs, 17-23 % of them
+    skipped, stalls of 8-50 ms about once a second), in plant time: 20 % of the states skipped at random, a stall of
+    20 or 50 ms every 0.7 s on average, ages 0.5-2 ms. A skipped state counts as one period of age (on time); a stall
+    is one late state, below trigger_count in a row and shorter than stall_limit: the normal law rides through it.
+    The standard move's tip stays on its path: RMS <= 0.5 mm (measured 0.25-0.32; undisturbed 0.18; 90 mm when
+    each such stall switched to the hold law), no safe mode, final error 0. A stall beyond stall_limit does switch."""
+    rng = np.random.default_rng(seed)
+    stalls, t = [], 0.0
+    while t < 7.0:
+        t += rng.exponential(0.7)
+        stalls.append((t, t + rng.choice([0.02, 0.05])))
+    skipped, ages = {}, {}
+
+    def stopped(t):
+        k = int(round(t * 500))
+        if k not in skipped:
+            skipped[k] = rng.random() < 0.2
+        return skipped[k] or any(a <= t < b for a, b in stalls)
+
+    def delay(t):
+        k = int(round(t * 500))
+        if k not in ages:
+            ages[k] = rng.uniform(0.0005, 0.002)
+        return ages[k]
+    L = Loop(deluca, 'tip_tracking')
+    q0 = L.plant.core.z[L.qi].copy()
+    L.rt.hold(L.plant.core.z, 0.0)
+    L.target = q0 + MOVE[0]
+    ref = PointToPoint(q0, L.target, MOVE[1], 1.0)
+    L.rt.law.set_reference(ref, 0.0)
+    L.run(7.0, delay=delay, stopped=stopped)
+    t, err = L.tip_errors(ref)
+    rms = float(np.sqrt(np.mean(err[t >= 1.0] ** 2)))
+    assert L.rt.states_skipped > 600 and L.rt.late_states > 3          # the transport was as rough as stated
+    assert L.rt.safe_mode_entries == 0 and rms <= 0.5e-3 and L.final_error() < 1e-3, \
+        (L.rt.safe_mode_entries, rms, L.final_error())
+    L.run(7.5, stopped=lambda t: 7.1 <= t < 7.1 + 1.5 * L.rt.values['safe_mode.stall_limit'])
+    assert L.rt.safe_mode_entries == 1

@@ -44,6 +44,12 @@ FASTMATH = {'reassoc', 'contract', 'arcp', 'nsz'}
 KERNEL = dict(cache=True, fastmath=FASTMATH, no_cfunc_wrapper=True)                # called from Python, allocates
 KERNEL_NO_NRT = dict(KERNEL, _nrt=False)                                           # called from Python
 INTERNAL = dict(KERNEL, _nrt=False, no_cpython_wrapper=True)                       # called from kernels only
+# Kernels that run long (a whole simulated run, derivatives along a trajectory, a sensitivity propagation: tens of
+# ms each) on scratch arrays of their caller's own release the GIL: a controller's state thread keeps answering while
+# its planner thread runs them (holding it, a plan stalled the states for up to 104 ms, p99 33 ms, and the plant's
+# command watchdog fired during planning in real time). Only kernels whose every argument is the caller's (never a
+# model's shared convenience workspace) may have it.
+KERNEL_LONG = dict(KERNEL_NO_NRT, nogil=True)                                      # called from Python, no GIL
 
 # LLVM options while compiling the kernels: -O2 without the loop vectorizer. Their loops run 2-6 times (modes,
 # joints, axes), where vectorized loops only add set-up code. Measured (bench_compile / bench_dynamics): the cold

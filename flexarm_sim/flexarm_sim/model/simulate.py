@@ -151,7 +151,7 @@ def _finite(z, zd):
     return True
 
 
-@kernels.kernel(**kernels.KERNEL_NO_NRT)
+@kernels.kernel(**kernels.KERNEL_LONG)
 def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
                  Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
     """The whole run under sampled torques (row k for period k, the last row held). Returns the index of the

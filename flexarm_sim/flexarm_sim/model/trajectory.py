@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .kernels import KERNEL_NO_NRT, kernel
+from .kernels import KERNEL_LONG, kernel
 
 
-@kernel(**KERNEL_NO_NRT)
+@kernel(**KERNEL_LONG)
 def acceleration_jacobians(d, ws, Z, ZD, TAU, idx, eps, zp, vp, tp, a0, a1, Az, Av, Bt):
     """Az[i] = dz''/dz, Av[i] = dz''/dz', Bt[i] = dz''/dtau at sample idx[i] (forward differences). Scratch:
     zp, vp (N,), tp (n,), a0, a1 (N,). False if the mass matrix is not positive definite somewhere."""
@@ -61,7 +61,7 @@ def acceleration_jacobians(d, ws, Z, ZD, TAU, idx, eps, zp, vp, tp, a0, a1, Az, 
     return True
 
 
-@kernel(**KERNEL_NO_NRT)
+@kernel(**KERNEL_LONG)
 def tip_jacobians(d, Z, idx, eps, zp, RF, pL, RE, pE, C):
     """C[i] = d p_tip / dz (3, N) at sample idx[i] (central differences); scratch zp (N,) and the frames."""
     N = Z.shape[1]
@@ -83,7 +83,7 @@ def tip_jacobians(d, Z, idx, eps, zp, RF, pL, RE, pE, C):
             zp[c] = Z[k, c]
 
 
-@kernel(**KERNEL_NO_NRT)
+@kernel(**KERNEL_LONG)
 def tip_positions(d, Z, RF, pL, RE, pE, out):
     """out[k] = deformed tip position of the last link at Z[k]."""
     last = d.n_joints - 1
@@ -93,7 +93,7 @@ def tip_positions(d, Z, RF, pL, RE, pE, out):
             out[k, r] = pE[last, r]
 
 
-@kernel(**KERNEL_NO_NRT)
+@kernel(**KERNEL_LONG)
 def propagate(Phi, Gam, C, stride, b0, bw, N, q_index, q_rows, keep_rows, S, S2, rows_tip, rows_q, rows_keep):
     """Forward sensitivity propagation (module docstring). q_rows: samples whose joint rows go to rows_q; keep_rows:
     samples whose position rows S_k[:N] go to rows_keep. S, S2: scratch (2N, P). Sizes from the arrays."""
@@ -176,7 +176,7 @@ def warm_up(model):
               np.zeros((nx, P)), np.zeros((nx, P)), np.zeros((K, 3, P)), np.zeros((1, n, P)), np.zeros((0, N, P)))
 
 
-@kernel(**KERNEL_NO_NRT)
+@kernel(**KERNEL_LONG)
 def tip_deflections_rows(d, Z, out):
     """out[k, j] = tip deflection of link j in its link frame at Z[k] (kernels.tip_deflections)."""
     for k in range(Z.shape[0]):
