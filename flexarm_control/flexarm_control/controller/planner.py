@@ -1,11 +1,12 @@
-"""Planning references for a controller node (no ROS): in its own thread in real time, at once in lock-step.
+"""Planning references for a controller node (no ROS): in a process of its own in real time, at once in lock-step.
 
 A law that plans (laws.tip_tracking.TipTracking: `plan_for`, `install_plan`, `desired_state`) gets every accepted joint
 reference planned from the arm's desired state at the plan's start (the current plan's, or the held equilibrium),
 on the control grid of the states (t_now + k dt):
   * lock-step: at once, inside the reference callback (the plant waits for the next command meanwhile, so the
     plant time does not move and the run stays reproducible);
-  * real time: in a worker thread, the control loop keeps answering states with the law in force meanwhile. If the
+  * real time: by a planning process (plan_worker.py: niced, so that planning never starves the control loop), waited
+    for by a thread; the control loop keeps answering states with the law in force meanwhile. If the
     plan is ready after its start (a reference stamped too early for the planning time plus the pre-actuation),
     the move is re-timed: the whole plan shifted to start at the next control instant, with a warning
     (`moves_retimed`, `last_retime_s` in /diagnostics). A reference that cannot be planned is refused with
@@ -18,6 +19,7 @@ import math
 import threading
 
 from ..planning import PlanError
+from .plan_worker import PlanningProcessError, PlanWorker
 
 
 def shifted_reference(ref, offset):
@@ -45,11 +47,15 @@ class ReferencePlanner:
         self.moves_retimed = 0
         self.last_retime_s = 0.0
         self.last_plan_time_s = float('nan')
+        self.worker = None           # real time: the planning process (plan_worker.py), for laws with plan_job
 
     # ------------------------------------------------------------------ lifecycle (real time)
     def start(self):
         if self.lockstep or self._thread is not None:
             return
+        if hasattr(self.law, 'plan_job'):
+            self.worker = PlanWorker(self.law.plan_job())
+            self.worker.start()      # importing and building the model meanwhile: ready by the first reference
         self._running = True
         self._thread = threading.Thread(target=self._loop, name='reference-planner', daemon=True)
         self._thread.start()
@@ -58,6 +64,8 @@ class ReferencePlanner:
         self._running = False
         with self._cv:
             self._cv.notify_all()
+        if self.worker is not None:
+            self.worker.stop()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None
@@ -121,9 +129,14 @@ class ReferencePlanner:
                 job, self._job = self._job, None
             reference, t_now, z0, zd0 = job
             try:
-                plan, error = self.law.plan_for(reference, t_now, z0, zd0), ''
+                if self.worker is not None:
+                    plan, error = self.worker.plan(reference, t_now, z0, zd0), ''
+                else:
+                    plan, error = self.law.plan_for(reference, t_now, z0, zd0), ''
             except PlanError as e:
                 plan, error = None, f'cannot plan the move: {e}'
+            except PlanningProcessError as e:
+                plan, error = None, f'planning failed: {e}'
             except Exception as e:  # noqa: BLE001 - a planner bug must not kill the controller: refused, reported
                 plan, error = None, f'planning failed: {e!r}'
             with self._cv:

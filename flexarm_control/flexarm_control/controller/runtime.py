@@ -239,7 +239,7 @@ class ControllerRuntime:
             return self._refuse(why)
         late = getattr(ref, 'retimed_s', 0.0)
         note = f'its stamp was {1e3 * late:.1f} ms in the past: re-timed to start now' if late > 0 else ''
-        if self.planner is not None:        # the move is planned (at once in lock-step, else in the planner thread)
+        if self.planner is not None:        # the move is planned (at once in lock-step, else by the planning process)
             ok, why = self.planner.submit(ref, t_now)
             if not ok:
                 return self._refuse(why)

@@ -10,7 +10,7 @@ joint angles in static equilibrium with the same feedback.
 
 A reference set with `set_reference` is planned at once, from rest in static equilibrium at its start
 (in-process use: `simulate(model, T, dt, law)` after `law.set_reference(PointToPoint(...))`). A controller
-node plans it from the state it is in (`plan_for` in a worker thread, then `install_plan`). A reference that cannot be
+node plans it from the state it is in (`plan_with` in a planning process, then `install_plan`). A reference that cannot be
 planned (`PlanError`: effort, position or velocity limits, the model's validity) raises; the previous plan stays.
 """
 from __future__ import annotations
@@ -24,6 +24,12 @@ from flexarm_sim.common.params import DERIVED, Param, float_range
 from .modal import TIP_MAX_PER_REACH, WEIGHT_NAMES, ModalLQR
 
 PLAN_PARAMS = ('pre_actuation', 'post_actuation')
+
+
+def plan_with(model, dt, options, reference, t_now=None, z=None, zd=None):
+    """The plan (planning.plan_move) of a joint reference on the control grid dt, from (z, zd) at t_now when given."""
+    from ..planning import plan_move
+    return plan_move(model, reference, dt, t_start=t_now, z0=z, zd0=zd, **options)
 
 
 class TipTracking(ModalLQR):
@@ -59,8 +65,12 @@ class TipTracking(ModalLQR):
     def plan_for(self, reference, t_now=None, z=None, zd=None):
         """The plan of a joint reference (pure: the law does not change). From (z, zd) at t_now when given,
         else from rest in static equilibrium at the reference's start."""
-        from ..planning import plan_move
-        return plan_move(self.model, reference, self.dt, t_start=t_now, z0=z, zd0=zd, **self.plan_options)
+        return plan_with(self.model, self.dt, self.plan_options, reference, t_now, z, zd)
+
+    def plan_job(self):
+        """(arm spec, dt, options): what `plan_with` needs besides the move - all a planning process needs to plan
+        exactly as `plan_for` (controller/plan_worker.py)."""
+        return self.model.spec, self.dt, dict(self.plan_options)
 
     def install_plan(self, plan, reference=None, t_now=-math.inf):
         """Put a plan in force (with its joint reference, which the law holds after the plan)."""
