@@ -193,19 +193,9 @@ def test_safe_mode_resumes_the_law_when_states_are_on_time_again(deluca):
         rt.on_state(z, zd, t, age_s=0.0)
         t += period
     assert not rt.safe_mode and rt.safe_mode_entries == 1
-    # each skipped state period counts as one period of age: one skipped (a pair of states arriving together) is on
-    # time; 10 skipped (a 22 ms stall) is one late state, ridden through; a stall beyond stall_limit switches at once
-    rt.on_state(z, zd, t + period, age_s=0.0)                # the last state was at t - period: 1 missed
-    assert not rt.safe_mode and rt.late_states == 3 and rt.states_skipped == 1
-    t += 12 * period
-    rt.on_state(z, zd, t, age_s=0.0)                         # 10 missed
-    assert not rt.safe_mode and rt.late_states == 4 and rt.states_skipped == 11
-    t += period
-    for _ in range(3):                                       # on time again: the late run ends
-        rt.on_state(z, zd, t, age_s=0.0)
-        t += period
-    rt.on_state(z, zd, t - period + rt.values['safe_mode.stall_limit'] + 2 * period, age_s=0.0)
-    assert rt.safe_mode and rt.safe_mode_entries == 2 and rt.late_states == 5
+    # skipped state periods count as late
+    rt.on_state(z, zd, t + 10 * period, age_s=0.0)           # the last state was at t - period: 10 missed
+    assert rt.safe_mode and rt.states_skipped == 10
 
 
 def test_rate_mismatch_is_reported(deluca):

@@ -46,17 +46,10 @@ COMMON = {
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
                                      '2 periods'),
-    'safe_mode.trigger_count': Param(3, integer(lo=1, hi=1000),
-                                     'consecutive late states that switch to the safe mode (persistent lateness: '
-                                     'a law designed for one period, held 8-16 ms state after state, pumped the De '
-                                     'Luca elbow mode from 0.4 to 16 rad/s in 75 ms over DDS; an isolated late '
-                                     'state, a stall, is a command held longer once, which the normal law rides '
-                                     'through far better than the hold law)'),
-    'safe_mode.stall_limit': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0),
-                                   's: a single interval between states (plus the state\'s age) longer than this '
-                                   'switches to the safe mode at once: the arm moved that long on one held command '
-                                   '(default: half the plant\'s command_timeout, so the normal law never resumes '
-                                   'on an arm the drives have been holding)'),
+    'safe_mode.trigger_count': Param(1, integer(lo=1, hi=1000),
+                                     'consecutive late states (or skipped periods) that switch to the safe mode (1: '
+                                     'the first; a law designed for one period, held longer behind a stall, pumps '
+                                     'the stiffest modes, which the hold law leaves alone)'),
     'safe_mode.recover_time': Param(1.0, float_range(lo=0.0, hi=60.0),
                                     's of states on time before the normal law resumes'),
     'safe_mode.design_period': Param(0.05, float_range(lo=0.0, lo_open=True, hi=1.0),
