@@ -59,8 +59,14 @@ def test_two_arms_side_by_side_without_crosstalk(ros_env, tmp_path):
         a, b = ArmClient(c, '/armA'), ArmClient(c, '/armB')
         c.spin_until(lambda: a.states and b.states and a.diags and b.diags, 180.0, 'both arms publishing')
         for ns in ('/armA', '/armB'):                                      # each state topic: its own plant only
-            pubs = c.node.get_publishers_info_by_topic(f'{ns}/flexarm/state')
-            assert [(p.node_namespace, p.node_name) for p in pubs] == [(ns, 'plant')]
+            # the graph learns a publisher's node name after its data may already flow (discovery of the
+            # participant's node list lags on a loaded machine: '_NODE_NAME_UNKNOWN_' meanwhile, seen in CI)
+            def publishers(ns=ns):
+                return [(p.node_namespace, p.node_name)
+                        for p in c.node.get_publishers_info_by_topic(f'{ns}/flexarm/state')]
+            c.spin_until(lambda: publishers() and all(n != '_NODE_NAME_UNKNOWN_' for _, n in publishers()), 30.0,
+                         f'the node name of {ns}/flexarm/state\'s publisher known')
+            assert publishers() == [(ns, 'plant')]
         assert a.diag()['arm_id'] == b.diag()['arm_id']                    # the same arm twice: only the ns differs
         # a torque command to A moves A only
         c.spin_until(lambda: a.pub.get_subscription_count() > 0, 30.0, 'armA plant subscribing')
