@@ -29,9 +29,16 @@ RUN_DURATION = 6.0
 
 
 def standard_move(model, angle=MOVE_ANGLE, move_time=MOVE_TIME, t_move=MOVE_START):
-    """The cycloidal move of every joint by `angle` from the nominal configuration, starting at t_move."""
+    """The cycloidal move of every joint by `angle` from the nominal configuration, starting at t_move; a joint
+    whose position limits the move by +angle would leave moves by -angle instead (rigid_puma3's shoulder: upper
+    limit 45 deg), and by as much as its limits allow if neither fits."""
     q0 = np.asarray(model.spec.nominal_configuration, dtype=float)
-    return PointToPoint(q0, q0 + angle, move_time, t_move)
+    lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+    lo, hi = lims[:, 0], lims[:, 1]
+    step = np.full(q0.shape, float(angle))
+    flip = (q0 + step > hi) & (q0 - step >= lo)
+    step[flip] = -step[flip]
+    return PointToPoint(q0, np.clip(q0 + step, lo, hi), move_time, t_move)
 
 
 def perturbed_spec(spec, payload=1.2, stiffness=0.85):

@@ -149,3 +149,43 @@ def test_a_gain_cell_designed_in_a_thread_leaves_the_plan_in_force(deluca):
     key = (0, 0)
     law.install(key, law.design_cell(key), law.generation)
     assert law.plan is plan and law._cache[key] is not None
+
+
+@pytest.fixture(scope='module')
+def puma():
+    return load_model(resolve_arm('rigid_puma3'))
+
+
+def test_a_reference_beyond_a_joints_position_limits_is_refused_naming_the_joint(puma):
+    """rigid_puma3's shoulder stops at 45 deg: a 60 deg move of it is refused at once, naming the joint and its
+    limits (it once went into the plant's hard-stop spring, a 2.8 kN m 'holding torque', and the refusal named the
+    waist's effort limit instead)."""
+    ref = PointToPoint(np.zeros(3), np.full(3, math.radians(60)), 2.5, 0.5)
+    with pytest.raises(PlanError, match=r'joint shoulder: .*position limits'):
+        plan_move(puma, ref, DT, max_iterations=2)
+
+
+def test_the_standard_move_stays_within_every_shipped_arms_position_limits():
+    from flexarm_sim.arms import shipped_arms
+    for arm in shipped_arms():
+        model = load_model(resolve_arm(arm))
+        ref = standard_move(model)
+        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+        assert np.all(ref.q1 >= lims[:, 0]) and np.all(ref.q1 <= lims[:, 1]), arm
+        assert np.allclose(np.abs(ref.q1 - ref.q0), math.radians(60)), arm     # every joint by 60 deg
+
+
+def test_on_a_rigid_arm_the_plan_is_the_rigid_inverse_dynamics_of_the_reference(puma):
+    """A rigid arm's tip is a function of its joint angles, so inverting it for the tip path must give the joint
+    reference itself and the rigid-body inverse dynamics of it (ArmModel.inverse_dynamics, checked against
+    Newton-Euler in flexarm_sim's test_rigid_limit): torque within 2 % of each joint's peak, joints within 1 mrad;
+    the tip_tracking law then follows the path to 0.1 mm."""
+    ref = standard_move(puma)
+    plan = plan_move(puma, ref, DT)
+    Q = np.array([ref.sample(t) for t in plan.times])
+    tau_id = np.array([puma.inverse_dynamics(*Q[k]) for k in range(plan.times.size)])
+    peak = np.abs(tau_id).max(axis=0)
+    assert np.all(np.abs(plan.tau - tau_id).max(axis=0) <= 0.02 * peak), (np.abs(plan.tau - tau_id).max(axis=0), peak)
+    assert np.abs(plan.z - Q[:, 0]).max() < 1e-3
+    _, f = run_move(TipTracking(puma, dt=DT))
+    assert f['tip_rms_error_m'] < 0.1e-3 and f['tip_max_error_m'] < 0.1e-3, f
