@@ -313,7 +313,7 @@ class ModalLQR(ControlLaw):
         boost = np.ones(V.shape[1])
         target = FLOOR_AIM * self.damping_floor
         for _ in range(FLOOR_ITERATIONS):
-            low = self._underdamped_modes(A, B, out[0], f_clamped)
+            low = self._underdamped_modes(A, B, out[0], out[2], f_clamped)
             if not low:
                 break
             for i, zeta in low:
@@ -334,12 +334,19 @@ class ModalLQR(ControlLaw):
         w2, V = scipy.linalg.eigh(K_dd, J_dd)
         return J_dd, V, np.sqrt(np.maximum(w2, 0.0)) / (2 * math.pi)
 
-    def _underdamped_modes(self, A, B, K, f_clamped):
-        """[(clamped mode index, damping ratio)]: the oscillating modes of the sampled closed loop (without delay)
-        damped less than the floor, each attributed to the clamped link mode nearest in frequency (within
-        FLOOR_MATCH: a mode the joints hardly move keeps its clamped frequency; others are left to the weights)."""
-        Ad, Bd = _zoh(A, B, self.dt)
-        lam = np.linalg.eigvals(Ad - Bd @ K)
+    def _underdamped_modes(self, A, B, K, Ku, f_clamped):
+        """[(clamped mode index, damping ratio)]: the oscillating modes of the sampled closed loop the gain is designed
+        for (with its input delay, without the integrator) damped less than the floor, each attributed to the clamped
+        link mode nearest in frequency (within FLOOR_MATCH: a mode the joints hardly move keeps its clamped
+        frequency; others are left to the weights)."""
+        if self.discrete and self.input_delay > 0:
+            Phi1, G0 = _zoh(A, B, self.dt - self.input_delay)
+            Phi2, Gb = _zoh(A, B, self.input_delay)
+            Acl = np.block([[Phi1 @ Phi2 - G0 @ K, Phi1 @ Gb - G0 @ Ku], [-K, -Ku]])
+        else:
+            Ad, Bd = _zoh(A, B, self.dt)
+            Acl = Ad - Bd @ K
+        lam = np.linalg.eigvals(Acl)
         out = {}
         for z in lam[lam.imag > 1e-12]:
             s = np.log(complex(z)) / self.dt
