@@ -89,10 +89,12 @@ def test_tip_tracking_on_the_nominal_arm_meets_the_issue_targets(deluca):
 
 def test_tip_tracking_with_a_perturbed_plant_stays_stable_and_bounded(deluca):
     """The plant's arm has +20 % payload and -15 % E.I, the controller keeps the nominal model and plan. Measured
-    (lock-step, 6 s): tip RMS 6.9 mm, max 16.9 mm, ringing 1.9 mm — the issue's 5 / 12 / 4 mm are met for the
-    ringing only (the robust weights trade this for stability under +-15 % modal-coordinate error: see
-    laws/modal.py). The test holds what is achieved, so a regression shows: stable, at rest at the target, within
-    these bounds."""
+    (lock-step, 6 s): tip RMS 6.7 mm, max 16.9 mm, ringing 1.9 mm — the issue's 5 / 12 / 4 mm are met for the
+    ringing only. The LQR weights trade tracking under model error against stability under modal-coordinate error:
+    every weighting found that reaches 5 / 12 mm (lighter modal-rate weights on the low link modes: x0.89-1.10; with a
+    1 Hz torque-rate penalty: x0.50-1.11) goes unstable for a modal scale below 1.15, which test_modal_design.py
+    holds (laws/modal.py, README). The test holds what is achieved, so a regression shows:
+    stable, at rest at the target, within these bounds."""
     law = TipTracking(deluca, dt=DT)
     res, f = run_move(law, plant=perturbed_model(deluca.spec, 1.2, 0.85))
     assert f['tip_rms_error_m'] <= 8e-3, f
