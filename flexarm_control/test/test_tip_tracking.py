@@ -191,3 +191,19 @@ def test_on_a_rigid_arm_the_plan_is_the_rigid_inverse_dynamics_of_the_reference(
     assert np.abs(plan.z - Q[:, 0]).max() < 1e-3
     _, f = run_move(TipTracking(puma, dt=DT))
     assert f['tip_rms_error_m'] < 0.1e-3 and f['tip_max_error_m'] < 0.1e-3, f
+
+
+def test_a_default_move_turns_a_joint_the_other_way_where_its_limits_would_stop_it(puma):
+    """laws.reference.move_target (the controller's default move and the standard move): +60 deg where it fits,
+    -60 deg where only that fits, as far as the limits allow where neither does. A move clipped at the limit (the
+    old default) drives the joint to its hard stop, and the plan is refused (the fit overshoots the limit)."""
+    from flexarm_control.laws.reference import move_target
+    lo, hi = np.array([-3.0, -3.927, -0.1]), np.array([3.0, 0.7854, 0.2])
+    q1 = move_target(np.zeros(3), math.radians(60), lo, hi)
+    assert q1 == pytest.approx([math.radians(60), -math.radians(60), 0.2])
+    lims = np.array([js.position_limits for js in puma.spec.joints])
+    clipped = np.clip(np.full(3, math.radians(60)), lims[:, 0], lims[:, 1])
+    with pytest.raises(PlanError, match='shoulder'):
+        plan_move(puma, PointToPoint(np.zeros(3), clipped, 2.5, 0.5), DT, max_iterations=3)
+    ref = PointToPoint(np.zeros(3), move_target(np.zeros(3), math.radians(60), lims[:, 0], lims[:, 1]), 2.5, 0.5)
+    assert plan_move(puma, ref, DT).info['tip_max_m'] < 0.1e-3
