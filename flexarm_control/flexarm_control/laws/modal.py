@@ -39,15 +39,15 @@ coordinates scaled by 0.85 and 1.15 (a real arm's modal coordinates are only as 
 Damping floor (per-mode modal-rate weights): the kinetic-energy weight above is shared by all link modes, so a mode
 the joints hardly move (the De Luca arm's 16 Hz mode: link 2's second clamped mode, 16.119 Hz clamped and 16.119 Hz
 with the joints free) is left almost undamped by the design (closed-loop damping ratio 0.0002, decay 0.02 1/s: a
-knock rings for minutes). After each design the sampled closed loop (the linearization, no delay) is examined; an
-elastic mode damped less than MODE_DAMPING_FLOOR (1 %) and within 10 % of a clamped link mode's frequency gets that
-clamped mode's rate weight (eta_i' = v_i^T J_dd delta', mass-normalized clamped shapes v_i) raised by
-(1.1 floor / zeta)^2 and the gain designed again (up to FLOOR_ITERATIONS times): for such a weakly coupled mode the
-damping the LQR gives grows with the square root of its weight. De Luca arm: the 16 Hz mode gets 1.1 % (decay
-1.1 1/s), the other modes, the stable modal-scale range (modal x0.76-1.19, tip_tracking x0.78-1.18) and the tip
-figures are unchanged, the payload x stiffness corners' spectral radius falls (0.99997 -> 0.99856); the other
-shipped arms' modes are already above it. A 2 % floor needs twice that gain, which on the perturbed plant outside the model's validity (modal
-law, 22 % deflection) made the elbow torque chatter: 1 % is the floor.
+knock rings for minutes). After each design the sampled closed loop it is designed for (the linearization, with the
+input delay) is examined; an elastic mode damped less than MODE_DAMPING_FLOOR (1 %) and within 10 % of a clamped
+link mode's frequency gets that clamped mode's rate weight (eta_i' = v_i^T J_dd delta', mass-normalized clamped
+shapes v_i) raised by (1.1 floor / zeta)^2 and the gain designed again (up to FLOOR_ITERATIONS times): for such a
+weakly coupled mode the damping the LQR gives grows with the square root of its weight. De Luca arm: the 16 Hz mode
+gets 1.1 % (decay 1.1 1/s); the other modes, the stable modal-scale range (modal x0.76-1.19, tip_tracking
+x0.78-1.18) and the tip figures are unchanged; the payload x stiffness corners' spectral radius falls (0.99997 ->
+0.99856); the other shipped arms' modes are already above the floor. A 2 % floor needs twice that gain, which on the
+perturbed plant outside the model's validity (modal law, 22 % deflection) made the elbow torque chatter: 1 % it is.
 No integrator unless the arm has friction (`integral` not set: on when a joint has viscous or Coulomb friction):
 a flexible arm without friction or bias has no steady-state error to remove, and the integrator's slow poles only
 add a lingering offset (the old design's -0.10 and -0.41 1/s). With friction it is fast (T_i = 0.2 s) with
