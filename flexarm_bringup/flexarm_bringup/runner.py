@@ -47,7 +47,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from flexarm_control.figures import move_figures
 from flexarm_control.laws.pd import naganathan_gains
-from flexarm_control.laws.reference import PointToPoint
+from flexarm_control.laws.reference import PointToPoint, move_target
 from flexarm_control.planning import desired_tip_path
 from flexarm_control.nodes.controller_node import ControllerNode
 from flexarm_control.nodes.estimator_node import EstimatorNode
@@ -205,7 +205,8 @@ def _held(args) -> bool:
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
-    """Points (t, q, qd, qdd) of Naganathan's cycloidal move q0 -> q0 + angle in T (every joint)."""
+    """Points (t, q, qd, qdd) of Naganathan's cycloidal move q0 -> q0 + angle in T (every joint; angle a scalar or
+    one per joint)."""
     t = np.linspace(0.0, T, n_points)
     s = t / T
     shape = s - np.sin(2 * np.pi * s) / (2 * np.pi)
@@ -859,6 +860,8 @@ def _drive(args, model, runner, procs, recorder, progress):
     row, _ = runner.latest()
     n = model.n_joints
     q0 = row[1:1 + n].copy()
+    lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+    angle = move_target(q0, angle, lims[:, 0], lims[:, 1]) - q0     # per joint: -angle where +angle leaves the limits
     t_move = row[0] + args.lead
     times, q, qd, qdd = cycloid_trajectory(q0, angle, args.move_time)
     if args.controller != 'none':

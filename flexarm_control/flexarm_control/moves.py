@@ -19,7 +19,7 @@ from flexarm_sim.model import load_model, simulate, validity_limit
 from flexarm_sim.model.spec import arm_from_dict, arm_to_dict
 
 from .figures import move_figures
-from .laws.reference import PointToPoint
+from .laws.reference import PointToPoint, move_target
 from .planning import desired_tip_path
 
 MOVE_ANGLE = math.radians(60.0)
@@ -29,9 +29,12 @@ RUN_DURATION = 6.0
 
 
 def standard_move(model, angle=MOVE_ANGLE, move_time=MOVE_TIME, t_move=MOVE_START):
-    """The cycloidal move of every joint by `angle` from the nominal configuration, starting at t_move."""
+    """The cycloidal move of every joint by `angle` from the nominal configuration, starting at t_move; a joint
+    whose position limits the move by +angle would leave moves by -angle instead (laws.reference.move_target, as the
+    controller's default move: rigid_puma3's shoulder, upper limit 45 deg)."""
     q0 = np.asarray(model.spec.nominal_configuration, dtype=float)
-    return PointToPoint(q0, q0 + angle, move_time, t_move)
+    lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+    return PointToPoint(q0, move_target(q0, angle, lims[:, 0], lims[:, 1]), move_time, t_move)
 
 
 def perturbed_spec(spec, payload=1.2, stiffness=0.85):

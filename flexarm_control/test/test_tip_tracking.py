@@ -89,10 +89,12 @@ def test_tip_tracking_on_the_nominal_arm_meets_the_issue_targets(deluca):
 
 def test_tip_tracking_with_a_perturbed_plant_stays_stable_and_bounded(deluca):
     """The plant's arm has +20 % payload and -15 % E.I, the controller keeps the nominal model and plan. Measured
-    (lock-step, 6 s): tip RMS 6.9 mm, max 16.9 mm, ringing 1.9 mm — the issue's 5 / 12 / 4 mm are met for the
-    ringing only (the robust weights trade this for stability under +-15 % modal-coordinate error: see
-    laws/modal.py). The test holds what is achieved, so a regression shows: stable, at rest at the target, within
-    these bounds."""
+    (lock-step, 6 s): tip RMS 6.7 mm, max 16.9 mm, ringing 1.9 mm — the issue's 5 / 12 / 4 mm are met for the
+    ringing only. The LQR weights trade tracking under model error against stability under modal-coordinate error:
+    every weighting found that reaches 5 / 12 mm (lighter modal-rate weights on the low link modes: x0.89-1.10; with a
+    1 Hz torque-rate penalty: x0.50-1.11) goes unstable for a modal scale below 1.15, which test_modal_design.py
+    holds (laws/modal.py, README). The test holds what is achieved, so a regression shows:
+    stable, at rest at the target, within these bounds."""
     law = TipTracking(deluca, dt=DT)
     res, f = run_move(law, plant=perturbed_model(deluca.spec, 1.2, 0.85))
     assert f['tip_rms_error_m'] <= 8e-3, f
@@ -149,3 +151,59 @@ def test_a_gain_cell_designed_in_a_thread_leaves_the_plan_in_force(deluca):
     key = (0, 0)
     law.install(key, law.design_cell(key), law.generation)
     assert law.plan is plan and law._cache[key] is not None
+
+
+@pytest.fixture(scope='module')
+def puma():
+    return load_model(resolve_arm('rigid_puma3'))
+
+
+def test_a_reference_beyond_a_joints_position_limits_is_refused_naming_the_joint(puma):
+    """rigid_puma3's shoulder stops at 45 deg: a 60 deg move of it is refused at once, naming the joint and its
+    limits (it once went into the plant's hard-stop spring, a 2.8 kN m 'holding torque', and the refusal named the
+    waist's effort limit instead)."""
+    ref = PointToPoint(np.zeros(3), np.full(3, math.radians(60)), 2.5, 0.5)
+    with pytest.raises(PlanError, match=r'joint shoulder: .*position limits'):
+        plan_move(puma, ref, DT, max_iterations=2)
+
+
+def test_the_standard_move_stays_within_every_shipped_arms_position_limits():
+    from flexarm_sim.arms import shipped_arms
+    for arm in shipped_arms():
+        model = load_model(resolve_arm(arm))
+        ref = standard_move(model)
+        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
+        assert np.all(ref.q1 >= lims[:, 0]) and np.all(ref.q1 <= lims[:, 1]), arm
+        assert np.allclose(np.abs(ref.q1 - ref.q0), math.radians(60)), arm     # every joint by 60 deg
+
+
+def test_on_a_rigid_arm_the_plan_is_the_rigid_inverse_dynamics_of_the_reference(puma):
+    """A rigid arm's tip is a function of its joint angles, so inverting it for the tip path must give the joint
+    reference itself and the rigid-body inverse dynamics of it (ArmModel.inverse_dynamics, checked against
+    Newton-Euler in flexarm_sim's test_rigid_limit): torque within 2 % of each joint's peak, joints within 1 mrad;
+    the tip_tracking law then follows the path to 0.1 mm."""
+    ref = standard_move(puma)
+    plan = plan_move(puma, ref, DT)
+    Q = np.array([ref.sample(t) for t in plan.times])
+    tau_id = np.array([puma.inverse_dynamics(*Q[k]) for k in range(plan.times.size)])
+    peak = np.abs(tau_id).max(axis=0)
+    assert np.all(np.abs(plan.tau - tau_id).max(axis=0) <= 0.02 * peak), (np.abs(plan.tau - tau_id).max(axis=0), peak)
+    assert np.abs(plan.z - Q[:, 0]).max() < 1e-3
+    _, f = run_move(TipTracking(puma, dt=DT))
+    assert f['tip_rms_error_m'] < 0.1e-3 and f['tip_max_error_m'] < 0.1e-3, f
+
+
+def test_a_default_move_turns_a_joint_the_other_way_where_its_limits_would_stop_it(puma):
+    """laws.reference.move_target (the controller's default move and the standard move): +60 deg where it fits,
+    -60 deg where only that fits, as far as the limits allow where neither does. A move clipped at the limit (the
+    old default) drives the joint to its hard stop, and the plan is refused (the fit overshoots the limit)."""
+    from flexarm_control.laws.reference import move_target
+    lo, hi = np.array([-3.0, -3.927, -0.1]), np.array([3.0, 0.7854, 0.2])
+    q1 = move_target(np.zeros(3), math.radians(60), lo, hi)
+    assert q1 == pytest.approx([math.radians(60), -math.radians(60), 0.2])
+    lims = np.array([js.position_limits for js in puma.spec.joints])
+    clipped = np.clip(np.full(3, math.radians(60)), lims[:, 0], lims[:, 1])
+    with pytest.raises(PlanError, match='shoulder'):
+        plan_move(puma, PointToPoint(np.zeros(3), clipped, 2.5, 0.5), DT, max_iterations=3)
+    ref = PointToPoint(np.zeros(3), move_target(np.zeros(3), math.radians(60), lims[:, 0], lims[:, 1]), 2.5, 0.5)
+    assert plan_move(puma, ref, DT).info['tip_max_m'] < 0.1e-3

@@ -27,7 +27,7 @@ from flexarm_sim.common.params import DERIVED, ConfigError
 
 from ..laws import PointToPoint, make_shaper, model_modes
 from ..laws.pd import gain_vector
-from ..laws.reference import ReferenceLimits
+from ..laws.reference import ReferenceLimits, move_target
 from . import config
 from .designer import GainDesigner
 from .kinds import law_class
@@ -194,7 +194,7 @@ class ControllerRuntime:
     def _start_default_move(self, z, t):
         self._started_move = True
         q0 = z[self.model.q_index]
-        q1 = np.clip(q0 + self.values['move_angle'], self.limits.lo, self.limits.hi)
+        q1 = move_target(q0, self.values['move_angle'], self.limits.lo, self.limits.hi)
         if self.planner is not None:        # a planned move starts after its pre-actuation
             pre = float(self.values.get('pre_actuation', 0.5))
             ok, why = self.planner.submit(PointToPoint(q0, q1, self.values['move_time'], t + pre), t)

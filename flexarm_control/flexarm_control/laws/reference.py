@@ -87,6 +87,19 @@ def _hermite3(p0, v0, p1, v1, h, s):
     return p, dp / h, ddp / (h * h)
 
 
+def move_target(q0, angle, lo, hi):
+    """The target of a move of every joint by `angle` from q0 within the position limits [lo, hi]: a joint that
+    +angle would take beyond its limits moves by -angle instead if that fits, else as far as its limits allow
+    (rigid_puma3's shoulder, upper limit 45 deg, from 0 by 60 deg: to -60 deg; the desired tip path of a move into a
+    hard stop cannot be followed)."""
+    q0 = np.asarray(q0, dtype=float)
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    step = np.broadcast_to(np.asarray(angle, dtype=float), q0.shape).copy()
+    flip = ((q0 + step > hi) | (q0 + step < lo)) & (q0 - step >= lo) & (q0 - step <= hi)
+    step[flip] = -step[flip]
+    return np.clip(q0 + step, lo, hi)
+
+
 class Reference:
     """Base: subclasses implement sample(t)."""
 

@@ -230,6 +230,7 @@ def _plan_move(model, reference, dt, t_start, z0, zd0, pre, post, knot_spacing, 
     reach = sum(js.link.length + abs(js.offset) for js in model.spec.joints) or 1.0
     s_tip = tip_tolerance or 1e-4 * reach
     eff, pos, vel = _limits(model)
+    _check_reference(model, Qd[:, 0], pos)
     tau_scale = np.where(np.isfinite(eff), eff, np.maximum(1.0, np.abs(Teq).max(axis=0)))
     # initial torque: the rigid arm's inverse dynamics of the reference plus the flexible arm's holding torque
     rigid = rigid_model_of(model)
@@ -437,6 +438,19 @@ def _equilibrium_interp(model, Q, coarse):
     T[:] = CubicSpline(coarse, Tc, axis=0)(np.arange(Q.shape[0]))
     Z[:, np.asarray(model.q_index)] = Q
     return Z, T
+
+
+def _check_reference(model, Q, pos):
+    """PlanError if the reference's joint path leaves a joint's position limits: the desired tip path is the arm's
+    at those angles, so the plan would have to drive the joint into its hard stop (the plant's stop spring:
+    kernels.stop_torque), whose torque the holding torque and the fit would then chase (rigid_puma3's shoulder,
+    limit 45 deg, moved by 60 deg: a 2.8 kN m "holding torque" and a refusal naming the waist's effort)."""
+    for j, name in enumerate(model.spec.joint_names):
+        lo, hi = pos[j]
+        qmin, qmax = float(np.min(Q[:, j])), float(np.max(Q[:, j]))
+        if qmin < lo - 1e-9 or qmax > hi + 1e-9:
+            raise PlanError(f'joint {name}: the reference goes to [{qmin:.4g}, {qmax:.4g}] rad, outside its position '
+                            f'limits [{lo:g}, {hi:g}] rad')
 
 
 def _check_feasible(model, res, tau, eff, pos, vel, vlim, duration):
