@@ -53,6 +53,7 @@ from flexarm_control.nodes.controller_node import ControllerNode
 from flexarm_control.nodes.estimator_node import EstimatorNode
 from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, resolve_arm
+from flexarm_sim.common.commands import clip
 from flexarm_sim.common.params import ConfigError
 from flexarm_sim.model import load_model, validity_limit
 from flexarm_sim.model.trajectory import relative_deflections
@@ -438,6 +439,8 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            'skipped_periods': _num(plant_diag.get('skipped_periods')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
            'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
+           'controller_safe_mode_time_s': _num(controller_diag.get('safe_mode_time_s')),
+           'controller_safe_mode_reason': controller_diag.get('safe_mode_reason') or '',
            **fig,
            'validity_limit': validity_limit(plant_model),
            'joint_rms_error_rad': [float(x) for x in np.sqrt(np.mean(err ** 2, axis=0))] if err.size else None,
@@ -1113,6 +1116,11 @@ def _print_summary(s):
           + ('within' if valid else 'OUTSIDE') + f" the model's validity ({100 * s['validity_limit']:.0f} %)")
     print(f"  joint RMS error       {fmt(s['joint_rms_error_rad'], ' rad')}")
     print(f"  peak torque           {fmt(s['peak_torque_nm'], ' N m')}")
+    if s.get('controller_safe_mode_entries'):            # the figures above are then (partly) the hold law's
+        print(f"  safe mode             {fmt(s['controller_safe_mode_entries'])} entries, "
+              f"{fmt(s.get('controller_safe_mode_time_s'), ' s', digits=3)} on the hold law, not {s['controller']}'s "
+              f"(last: {clip(s.get('controller_safe_mode_reason') or '?', 100)}); "
+              f"{fmt(s.get('controller_states_skipped'))} states skipped")
     if s.get('plan_time_s') is not None:
         print(f"  planning              {s['plan_time_s']:.2f} s")
     if 'record' in s:
