@@ -110,7 +110,7 @@ def test_tip_tracking_over_dds_and_a_mismatched_plant(ros_env, tmp_path):
     assert s['tip_rms_error_m'] <= 0.3e-3 and s['tip_max_error_m'] <= 1.5e-3, s
     assert s['residual_vibration_m'] <= 0.1e-3 and s['settling_time_1mm_s'] <= 2.4, s
     assert s['model_valid'] is True and s['lost'] == s['validity_left'] == ''
-    assert s['controller_safe_mode_entries'] == 0 and s['controller_safe_mode_time_s'] == 0.0   # on its own law
+    assert not s['controller_safe_mode_entries'] and not s['controller_safe_mode_time_s']   # its own law (lock-step)
     assert s['command_end_s'] == pytest.approx(3.0, abs=1e-6)
     assert 'achieved_rate_hz' not in s and s['steps_per_wall_s'] > 0          # lock-step: steps per wall second
     assert png.stat().st_size > 10000

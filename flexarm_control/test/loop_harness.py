@@ -44,6 +44,7 @@ class Loop:
         self.pending = collections.deque()               # (apply at plant time, torque)
         self.tau = np.zeros(model.n_joints)
         self.rows = []                                   # (t, q..., tip deflection, tau...)
+        self.tips = []                                   # the end effector's position at each row
         self.commands = []                               # (t applied, torque)
         self.awaiting = False
 
@@ -102,12 +103,24 @@ class Loop:
         z = self.plant.core.z
         rigid = z.copy()
         rigid[self.model.mode_index] = 0.0
-        defl = float(np.linalg.norm(self.model.tip_pose(z)[1] - self.model.tip_pose(rigid)[1]))
+        tip = self.model.tip_pose(z)[1]
+        defl = float(np.linalg.norm(tip - self.model.tip_pose(rigid)[1]))
         self.rows.append((self.plant.plant_time, *z[self.qi], defl, *self.tau))
+        self.tips.append(tip)
 
     # ------------------------------------------------------------------ figures
     def array(self):
         return np.array(self.rows)
+
+    def tip_errors(self, reference):
+        """(t, m): the distance of the end effector from the rigid arm's at the joint reference's angles, per row."""
+        a = self.array()
+        z = np.zeros(self.model.n_coords)
+        err = np.empty(len(a))
+        for k, (row, tip) in enumerate(zip(a, self.tips)):
+            z[self.qi] = np.asarray(reference.sample(row[0])[0], float)
+            err[k] = np.linalg.norm(tip - self.model.tip_pose(z)[1])
+        return a[:, 0], err
 
     def final_error(self):
         return float(np.max(np.abs(self.array()[-1, 1:1 + self.model.n_joints] - self.target)))

@@ -193,9 +193,18 @@ def test_safe_mode_resumes_the_law_when_states_are_on_time_again(deluca):
         rt.on_state(z, zd, t, age_s=0.0)
         t += period
     assert not rt.safe_mode and rt.safe_mode_entries == 1
-    # skipped state periods count as late
-    rt.on_state(z, zd, t + 10 * period, age_s=0.0)           # the last state was at t - period: 10 missed
-    assert rt.safe_mode and rt.states_skipped == 10
+    # each skipped state period counts as one period of age: 10 missed (a 22 ms stall) is one late state, ridden
+    # through; a command held beyond stall_limit (0.1 s) switches at once
+    t += 10 * period                                          # the last state was at t - period: 10 missed
+    rt.on_state(z, zd, t, age_s=0.0)
+    assert not rt.safe_mode and rt.states_skipped == 10 and rt.late_states == 4
+    t += period
+    for _ in range(200):                                      # on time for 0.4 s: the late state leaves the window
+        rt.on_state(z, zd, t, age_s=0.0)
+        t += period
+    t += rt.values['safe_mode.stall_limit'] + period
+    rt.on_state(z, zd, t, age_s=0.0)
+    assert rt.safe_mode and rt.safe_mode_entries == 2 and rt.late_states == 5
 
 
 def test_rate_mismatch_is_reported(deluca):
@@ -206,3 +215,32 @@ def test_rate_mismatch_is_reported(deluca):
         rt.on_state(z, zd, k * 0.01)            # states at 100 Hz, rate 500 Hz (issue 12's plant.yaml vs controllers)
     assert rt.measured_rate == pytest.approx(100.0)
     assert any('states arrive at 100 Hz' in m and '500 Hz' in m for m in logs)
+
+
+def test_a_plant_waiting_for_the_first_command_is_no_late_state(deluca):
+    """Before a command of the controller takes effect, a plant started with wait_for_command publishes every 50 ms
+    (its idle period): those gaps held no command of the controller's and do not enter the safe mode (they put every
+    real-time run there at its start). Once the states come one period apart, skipped periods count: each one
+    period of age (two states arriving together are on time for the modal law, designed for two periods of delay),
+    25 of them are late."""
+    rt = ControllerRuntime('modal', deluca, _values('modal'))
+    z, zd = np.zeros(deluca.n_coords), np.zeros(deluca.n_coords)
+    period = 1.0 / rt.rate
+    assert rt.input_delay == pytest.approx(2 * period)           # the modal law's real-time design
+    t = 0.0
+    for _ in range(5):                                            # the waiting plant's cadence
+        rt.on_state(z, zd, t, age_s=0.001)
+        t += 0.05
+    assert not rt.safe_mode and rt.late_states == 0
+    for _ in range(5):                                            # the loop closed: one period apart
+        rt.on_state(z, zd, t, age_s=0.001)
+        t += period
+    rt.on_state(z, zd, t + period, age_s=0.001)                   # one skipped: 1 + 2 ms of 8 ms
+    assert not rt.safe_mode and rt.late_states == 0
+    t += 26 * period
+    rt.on_state(z, zd, t, age_s=0.001)                            # 24 skipped: 49 ms, one late state: ridden through
+    assert not rt.safe_mode and rt.late_states == 1
+    for _ in range(2):                                            # two more within 0.25 s: persistent lateness
+        t += 6 * period
+        rt.on_state(z, zd, t, age_s=0.001)
+    assert rt.safe_mode and rt.late_states == 3

@@ -101,9 +101,13 @@ def _closed_loop_damping(law, model, q):
     z, tau = static_equilibrium(model, q)
     A, B = linearize(model, z, tau).state_space()
     d = law.input_delay
+    assert d <= law.dt                                   # this formulation: at most one period of delay
     Phi1, G0 = _zoh(A, B, law.dt - d)
     Phi2, Gb = _zoh(A, B, d)
-    Acl = np.block([[Phi1 @ Phi2 - G0 @ K, Phi1 @ Gb - G0 @ Ku], [-K, -Ku]])
+    if Ku.size == 0:                                     # no delay: no previous command in the loop
+        Acl = Phi1 @ Phi2 - G0 @ K
+    else:
+        Acl = np.block([[Phi1 @ Phi2 - G0 @ K, Phi1 @ Gb - G0 @ Ku], [-K, -Ku]])
     ev = np.linalg.eigvals(Acl)
     lam = np.log(ev[np.abs(ev) > 1e-12].astype(complex)) / law.dt      # (a delayed loop has poles at 0)
     return [(abs(s.imag) / (2 * math.pi), -s.real / abs(s)) for s in lam if s.imag > 1e-9]

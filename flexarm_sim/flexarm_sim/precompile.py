@@ -117,7 +117,9 @@ def _compile_counts():
     """(kernels compiled, kernels loaded from the cache) in this process so far (numba dispatcher statistics)."""
     compiled = loaded = 0
     for obj in gc.get_objects():
-        if isinstance(obj, CPUDispatcher) and getattr(obj, '__module__', '').startswith('flexarm'):
+        # type(), not isinstance(): isinstance may ask the object for __class__, which some objects answer with an
+        # error (numpy's NpzFile.f attribute bag raised AttributeError in a process that had loaded an .npz)
+        if issubclass(type(obj), CPUDispatcher) and getattr(obj, '__module__', '').startswith('flexarm'):
             st = obj.stats
             compiled += len(st.cache_misses)
             loaded += len(st.cache_hits)

@@ -41,15 +41,20 @@ COMMON = {
     'event_driven': Param(True, boolean(),
                           'answer every state at once (false: a timer at `rate` uses the newest state)'),
     'input_delay': Param(DERIVED, float_range(lo=0.0, hi=0.1),
-                         's of transport delay the gains are designed for; not set = one period 1/rate (lockstep: 0)'),
+                         's of transport delay the gains are designed for; not set = one period 1/rate (modal, '
+                         'tip_tracking: two, their widest stable band of actual delays - laws/modal.py; lockstep: 0)'),
     'safe_mode.max_state_age': Param(DERIVED, float_range(lo=0.0, lo_open=True, hi=1.0),
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
                                      '2 periods'),
-    'safe_mode.trigger_count': Param(1, integer(lo=1, hi=1000),
-                                     'consecutive late states (or skipped periods) that switch to the safe mode (1: '
-                                     'the first; a law designed for one period, held longer behind a stall, pumps '
-                                     'the stiffest modes, which the hold law leaves alone)'),
+    'safe_mode.trigger_count': Param(3, integer(lo=1, hi=1000),
+                                     'late states within 0.25 s that switch to the safe mode (persistent lateness, '
+                                     'beyond the band of delays the law is designed for; an isolated late state, a '
+                                     'stall, is one command held longer, which the normal law rides through)'),
+    'safe_mode.stall_limit': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0),
+                                   's: a single command held longer than this (a state this much older than the '
+                                   'previous plus its age) switches to the safe mode at once (default: half the '
+                                   'plant\'s command_timeout: the normal law never resumes on an arm the drives held)'),
     'safe_mode.recover_time': Param(1.0, float_range(lo=0.0, hi=60.0),
                                     's of states on time before the normal law resumes'),
     'safe_mode.design_period': Param(0.05, float_range(lo=0.0, lo_open=True, hi=1.0),
@@ -86,8 +91,10 @@ def render() -> str:
     return '\n'.join([TABLES[KINDS[0]].render_yaml(HEADER)] + [TABLES[k].render_yaml() for k in KINDS[1:]])
 
 
-def derived_input_delay(values: dict) -> float:
-    return 0.0 if values['lockstep'] else 1.0 / values['rate']
+def derived_input_delay(values: dict, periods: int = 1) -> float:
+    """The input delay a law designs for when `input_delay` is not set: none in lock-step, else `periods` control
+    periods (the law's `design_delay_periods`)."""
+    return 0.0 if values['lockstep'] else periods / values['rate']
 
 
 def check(values: dict, n_joints: int):

@@ -6,7 +6,8 @@ torque to publish (or None: not commanding); references, gains and diagnostics g
 Sampling (not lock-step): the law answers every state (event-driven), so its period is the plant's state period;
 `rate` must equal the plant's publish_rates.state — the laws are designed for 1/rate (PD and computed torque cap
 their velocity gains by it, the modal LQR is discretized at it) and the runtime warns once when the states arrive
-at another rate. `input_delay` (default one period) is the transport delay the gains are designed for.
+at another rate. `input_delay` (default one period, two for the modal laws) is the transport delay the gains are
+designed for.
 
 Safe mode (not in lock-step, nor with pd_servo's command_interface position, whose loop closes in the plant):
 controller/safe_mode.py. The plant stamps every state with its sample instant, so the age of a state when it is acted
@@ -38,11 +39,15 @@ RATE_CHECK_STATES = 50             # states before the received state rate is co
 RATE_TOLERANCE = 0.05
 
 
+def input_delay_of(kind, values):
+    """s of transport delay the law of `kind` is designed for: the parameter, or its law's default."""
+    delay = values['input_delay']
+    return config.derived_input_delay(values, law_class(kind).design_delay_periods) if delay is DERIVED else delay
+
+
 def make_law(kind, model, values):
     """The control law of a controller node from its (validated) parameter values (its law's `from_params`)."""
-    delay = values['input_delay']
-    delay = config.derived_input_delay(values) if delay is DERIVED else delay
-    return law_class(kind).from_params(model, values, 1.0 / values['rate'], delay)
+    return law_class(kind).from_params(model, values, 1.0 / values['rate'], input_delay_of(kind, values))
 
 
 def fallback_law(model, values):
@@ -62,8 +67,7 @@ class ControllerRuntime:
         self.rate = values['rate']
         self.lockstep = values['lockstep']
         self.law = make_law(kind, model, values)
-        self.input_delay = (config.derived_input_delay(values) if values['input_delay'] is DERIVED
-                            else values['input_delay'])
+        self.input_delay = input_delay_of(kind, values)
         age = values['safe_mode.max_state_age']
         self.max_state_age = self.input_delay + 2.0 / self.rate if age is DERIVED else age
         self.law.references = BlendedReferences.adopt(self.law.references)   # + the offset of a return

@@ -79,6 +79,8 @@ class ControlLaw:
 
     name = 'law'
     GAINS = {}
+    # periods of transport delay its gains are designed for in real time when the node's input_delay is not set
+    design_delay_periods = 1
 
     @classmethod
     def from_params(cls, model, values, dt, input_delay):

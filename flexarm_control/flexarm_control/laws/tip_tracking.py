@@ -120,8 +120,8 @@ class TipTracking(ModalLQR):
             zds[self.qi] = qd_d
             dev = np.concatenate([z - zs, zd - zds])
         tau = -K @ dev
-        if self.input_delay > 0:
-            tau = tau - Ku @ self._u_prev
+        if self.history:
+            tau = tau - Ku @ self._u_hist.ravel()
         self._u_nominal = tau_s
         self._xi_prev = self.xi.copy()
         return tau + tau_s
