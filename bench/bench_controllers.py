@@ -99,9 +99,22 @@ def scale_range(law, model, qs, lo=0.3, hi=3.0):
     return edge(1.0, lo), edge(1.0, hi)
 
 
+def delay_ranges(ms):
+    """'0-5, 7 ms' from the stable whole-millisecond delays."""
+    out, k = [], 0
+    while k < len(ms):
+        j = k
+        while j + 1 < len(ms) and ms[j + 1] == ms[j] + 1:
+            j += 1
+        out.append(f'{ms[k]}' if j == k else f'{ms[k]}-{ms[j]}')
+        k = j + 1
+    return (', '.join(out) + ' ms') if out else 'none'
+
+
 def margins_table(arms):
-    print('\n| arm | feedback | design | stable modal scale | payload x E.I corners (+-20 %, +-15 %) |')
-    print('|---|---|---|---|---|')
+    print('\n| arm | feedback | design | stable modal scale | payload x E.I corners (+-20 %, +-15 %) | stable actual delays '
+          '(0-12 ms) |')
+    print('|---|---|---|---|---|---|')
     for arm in arms:
         model = load_model(resolve_arm(arm))
         if not model.mode_index.size:
@@ -110,14 +123,18 @@ def margins_table(arms):
         qs = [q0, q0 + math.radians(30), q0 + math.radians(60)]
         corners = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
         for kind in ('modal', 'tip_tracking'):
-            for design, delay in (('lock-step', 0.0), ('real time (1 period delay)', DT)):
+            periods = law_class(kind).design_delay_periods
+            for design, delay in (('lock-step', 0.0), ('real time, 1 period (former)', DT),
+                                  (f'real time, {periods} periods (default)', periods * DT)):
                 law = law_class(kind)(model, dt=DT, input_delay=delay)
                 r = scale_range(law, model, qs)
                 rng = 'unstable' if r is None else f'x{r[0]:.2f} - x{r[1]:.2f}'
                 ok = [max(closed_loop_radius(law, p, q) for q in qs) for p in corners]
                 corner = 'all stable' if max(ok) < 1 else \
                     f'{sum(x >= 1 for x in ok)} of 4 unstable (worst radius {max(ok):.5f})'
-                print(f'| {arm} | {kind} | {design} | {rng} | {corner} |', flush=True)
+                ms = [d for d in range(13) if max(closed_loop_radius(law, model, q, input_delay=1e-3 * d)
+                                                   for q in qs) < 1.0]
+                print(f'| {arm} | {kind} | {design} | {rng} | {corner} | {delay_ranges(ms)} |', flush=True)
 
 
 def plan_time(arm='deluca_two_link'):

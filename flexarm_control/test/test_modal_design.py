@@ -54,6 +54,43 @@ def test_real_time_design_for_one_period_of_delay_is_stable_on_the_nominal_arm(m
             assert closed_loop_radius(law, model, q) < 1.0
 
 
+def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_design_does_not(models):
+    """Why the modal laws design for two periods of delay in real time (ModalLQR.design_delay_periods): over DDS the
+    actual delay varies (a few ms, more behind a stall). On the De Luca arm at the start, middle and end of the standard
+    move, the loop designed for two periods (4 ms) is stable for every actual delay from 0 to 5 ms (measured radius
+    <= 0.9986; 6 ms: 1.006); designed for one period it is unstable without delay and at 4 ms (1.37, 1.21), and so is
+    a fractional 5 ms design at 4 ms (the integer designs are the robust ones). The delayed loop here (delay_augmented) is checked against the one-period
+    formulation of test_every_closed_loop_mode_is_damped_at_least_the_floor at 2 ms."""
+    from flexarm_control.controller.runtime import ControllerRuntime
+    from flexarm_control.controller import config as cconfig
+    model = models['deluca_two_link']
+    for kind, law_class in (('modal', ModalLQR), ('tip_tracking', TipTracking)):
+        rt = ControllerRuntime(kind, model, dict(cconfig.TABLES[kind].defaults(), rate=1 / DT))
+        assert rt.input_delay == pytest.approx(2 * DT) and rt.law.input_delay == pytest.approx(2 * DT)
+        qs = _configurations(model)
+        for d in np.arange(0.0, 0.0051, 0.001):
+            assert max(closed_loop_radius(rt.law, model, q, input_delay=d) for q in qs) < 1.0, (kind, d)
+        one = law_class(model, dt=DT, input_delay=DT)
+        assert closed_loop_radius(one, model, qs[0], input_delay=0.0) > 1.1
+        assert closed_loop_radius(one, model, qs[0], input_delay=2 * DT) > 1.1
+        frac = law_class(model, dt=DT, input_delay=2.5 * DT)
+        assert closed_loop_radius(frac, model, qs[0], input_delay=2 * DT) > 1.1
+    # the general delayed loop against the one-period formulation (the damping test's), same law, same delay
+    law = ModalLQR(model, dt=DT, input_delay=DT)
+    ref = sorted(_closed_loop_damping(law, model, np.zeros(2)))
+    from flexarm_control.laws.modal import delay_augmented, delayed_discretization
+    from flexarm_sim.model import linearize
+    from flexarm_sim.model.equilibrium import static_equilibrium
+    K, _, _, _, Ku = law.design_delayed(np.zeros(2))
+    z, tau = static_equilibrium(model, np.zeros(2))
+    A, B = linearize(model, z, tau).state_space()
+    Aa, Ba = delay_augmented(delayed_discretization(A, B, DT, DT), law.history)
+    ev = np.linalg.eigvals(Aa - Ba @ np.hstack([K, Ku]))
+    lam = np.log(ev[np.abs(ev) > 1e-12].astype(complex)) / DT
+    mine = sorted((abs(s.imag) / (2 * math.pi), -s.real / abs(s)) for s in lam if s.imag > 1e-9)
+    np.testing.assert_allclose(np.array(mine), np.array(ref), rtol=1e-6, atol=1e-9)
+
+
 def test_the_closed_loop_radius_sees_an_unstable_design():
     """The analysis can fail: a gain of the wrong sign is reported unstable."""
     model = load_model(resolve_arm('slewing_beam'))

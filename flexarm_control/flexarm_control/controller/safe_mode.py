@@ -44,7 +44,7 @@ The supervisor (`SafeMode`) per state:
   * late (older than max_state_age, each period skipped since the previous state counted as one period of age: the
     previous command was held that long beyond its design): `trigger_count` late states within TRIGGER_WINDOW_S, or
     one held beyond `stall_limit`, switch to the safe mode. Two states arriving together over DDS (one skipped) are on
-    time for the modal laws, designed for two periods of delay (laws/modal.py: stable for actual delays of 0-8 ms at
+    time for the modal laws, designed for two periods of delay (laws/modal.py: stable for actual delays of 0-5 ms at
     500 Hz); an isolated late state (a stall of 10-30 ms, about one a second on the 2-core machine) is ridden through.
     Measured over DDS, De Luca standard move under tip_tracking (2026-11-26): at load ~2 with this rule 2 of 4 runs
     on its own law all along (tip 0.8 mm RMS, 2.6-2.8 max), the others entered once (bursts of 3 late states) and

@@ -60,11 +60,14 @@ u_k = -K x_k - K_u (u_{k-1}, ..., u_{k-H}), the u being the feedback parts of th
 Without this, the LQR designed for an undelayed sample drives the elbow's light high-frequency inertia (links free)
 unstable behind 1-2 ms of delay. Which delay to design for (real time, `design_delay_periods`): the actual delay over
 DDS varies (the state's age p50 ~1 ms, p99 ~10 ms on the loaded 2-core machine, plus the command's transport). On
-the De Luca arm at 500 Hz (the sampled loop's spectral radius at 0 and 60 deg, actual delays 0-20 ms): designed for
-one period (2 ms) the loop is stable for actual delays of 1-3 ms and 5 ms only (4 ms: 1.20, 0 ms: 1.35); for two
-periods (4 ms) for 0-8 ms; for three (6 ms) for 1-10 ms; a fractional design (5 ms) for almost none. In process,
+the De Luca arm at 500 Hz (the sampled loop's largest spectral radius at 0, 30 and 60 deg, actual delays 0-12 ms,
+with the damping floor): designed for one period (2 ms) the loop is stable for actual delays of 1-3 ms and 5 ms
+(0 ms: 1.37, 4 ms: 1.21); for two periods (4 ms) for 0-5 ms and 7 ms (6 and 8 ms: 1.006-1.007, a growth of 3 1/s;
+10 ms: 1.025); for three (6 ms) for 1-11 ms (0 ms: 1.02); a fractional design (5 ms) for almost none. In process,
 tip_tracking with 20 % of the states skipped and delays of 2-10 ms: 0.9 mm tip RMS designed for two periods, the
-arm lost designed for one. Two periods it is (zero delay included: lock-step designs for none).
+arm lost designed for one. Over DDS (flexarm run, real time, load ~2): designed for two periods 2 of 4 runs
+followed the plan to 0.73-0.76 mm, none was lost; for three, 2 of 4 lost the arm. Two periods it is (lock-step
+designs for none).
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
 """
@@ -183,8 +186,8 @@ def _positive(lo=0.0, hi=10.0):
 
 class ModalLQR(ControlLaw):
     name = 'modal'
-    # real time: designed for two periods of delay (module docstring, "Input delay"): stable for every actual delay
-    # from 0 to 8 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms only
+    # real time: designed for two periods of delay (module docstring, "Input delay"): stable for actual delays of
+    # 0-5 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms (and 5) only
     design_delay_periods = 2
     GAINS = {
         'tip_max': Param(DERIVED, _positive(), 'm, allowed tip error (Bryson weight); not set = 1 cm per metre of '
