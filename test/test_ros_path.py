@@ -44,7 +44,9 @@ def _expected_derived(node, values):
     if node == 'state_estimator':
         return {'sensors.strain.gauges': []}
     period = 1.0 / values['rate']
-    out = {'input_delay': period, 'safe_mode.max_state_age': 3 * period}
+    from flexarm_control.controller.kinds import law_class
+    delay = law_class(node).design_delay_periods * period        # the law's real-time design (one or two periods)
+    out = {'input_delay': delay, 'safe_mode.max_state_age': delay + 2 * period}
     if node == 'modal':
         out['tip_max'] = 0.01 * sum(j.link.length for j in model.spec.joints)
     # the laws' own rules for their default gains (validated in flexarm_control/test): the ROS path must carry them
