@@ -6,6 +6,7 @@ not depend on machine load; only the serial replies use the wall clock (generous
 Watchdog runs on the wall clock (it is the servo's): off in these tests (bus_watchdog 0) except in the tests of
 it, which either feed the servos far more often than its time or stop feeding them on purpose.
 """
+import contextlib
 import math
 import os
 
@@ -102,6 +103,22 @@ def enable(core, t):
     core.cycle(now=t)
     assert req.success, req.message
     assert core.state == ENABLED
+
+
+@contextlib.contextmanager
+def armed_core(emu):
+    """A core whose servos' Bus Watchdog is 40 ms, connected, enabled and driving both joints (one cycle of
+    0.3 N m: Goal Current set); shut down afterwards."""
+    c = make_core(emu, bus_watchdog=0.04)
+    try:
+        connect(c)
+        enable(c, 0.0)
+        c.submit_effort([0.3, 0.3], now=0.001)
+        c.cycle(now=0.004)
+        assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0
+        yield c
+    finally:
+        c.shutdown()
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -610,13 +627,7 @@ def test_expired_servos_are_a_fault_cleared_and_reported_at_reconnect(emu):
     the reconnect clears the expiry (without that the goal writes of configure() would be refused), reports it
     per servo and ~/enable works again."""
     import time
-    c = make_core(emu, bus_watchdog=0.04)
-    try:
-        connect(c)
-        enable(c, 0.0)
-        c.submit_effort([0.3, 0.3], now=0.001)
-        c.cycle(now=0.004)
-        assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0
+    with armed_core(emu) as c:
         time.sleep(0.2)                                                    # the bridge hangs
         assert {e['id'] for e in emu.watchdog_events} == {1, 2}
         assert all(emu.servos[i].get(ct.GOAL_CURRENT) == 0 for i in (1, 2))
@@ -638,8 +649,6 @@ def test_expired_servos_are_a_fault_cleared_and_reported_at_reconnect(emu):
         assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0 and emu.servos[1].bus_watchdog == 2
         s = c.servo_status()
         assert s[0]['bus_watchdog_trips'] == 1 and s[0]['torque_off'] == 'confirmed'
-    finally:
-        c.shutdown()
 
 
 def test_a_stall_between_read_and_write_is_found_before_the_write(emu):
@@ -648,13 +657,7 @@ def test_a_stall_between_read_and_write_is_found_before_the_write(emu):
     is written - a FAULT naming the servos and the silence, counted, cleared and reported at the reconnect - not
     hidden by the watchdog's torque off (whose re-enable would clear it unreported; CI saw that)."""
     import time
-    c = make_core(emu, bus_watchdog=0.04)
-    try:
-        connect(c)
-        enable(c, 0.0)
-        c.submit_effort([0.3, 0.3], now=0.001)
-        c.cycle(now=0.004)
-        assert goal(c, emu, 1, ct.GOAL_CURRENT) != 0
+    with armed_core(emu) as c:
         read = c.bus.read_state
 
         def read_then_stall():
@@ -671,8 +674,6 @@ def test_a_stall_between_read_and_write_is_found_before_the_write(emu):
         recover(c, 0.6)
         msg = [m for lvl, m in c.logs if 'connected to' in m][-1]
         assert 'servo(s) [1, 2] had been stopped by their Bus Watchdog' in msg, msg
-    finally:
-        c.shutdown()
 
 
 def test_expiry_during_a_link_outage_is_found_at_reconnect(emu):
@@ -680,12 +681,7 @@ def test_expiry_during_a_link_outage_is_found_at_reconnect(emu):
     fault's torque off is NOT confirmed by any servo - reported per servo with what stops them instead - and
     the reconnect finds them stopped by their watchdog, clears it and confirms the torque off per servo."""
     import time
-    c = make_core(emu, bus_watchdog=0.04)
-    try:
-        connect(c)
-        enable(c, 0.0)
-        c.submit_effort([0.3, 0.3], now=0.001)
-        c.cycle(now=0.004)
+    with armed_core(emu) as c:
         emu.close_port()
         c.cycle(now=0.01)
         assert c.state == FAULT and set(c.torque_off_failed) == {1, 2}
@@ -703,8 +699,6 @@ def test_expiry_during_a_link_outage_is_found_at_reconnect(emu):
         assert 'servo(s) [1, 2] had been stopped by their Bus Watchdog' in msg, msg
         assert c.torque_off_failed == {} and not emu.torque_enabled(1)
         assert [x['torque_off'] for x in c.servo_status()] == ['confirmed (on reconnect)'] * 2
-    finally:
-        c.shutdown()
 
 
 def test_old_firmware_without_bus_watchdog_is_refused_unless_disabled(emu):
