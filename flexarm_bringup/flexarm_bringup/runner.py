@@ -437,6 +437,10 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            'plant_time_s': float(t[-1] - t[0]) if t.size else 0.0,
            'overruns': _num(plant_diag.get('overruns')),
            'skipped_periods': _num(plant_diag.get('skipped_periods')),
+           # real time: stamped commands that acted at their step (the designed delay) or late (the transport's)
+           'commands_on_time': _num(plant_diag.get('stamped_on_time')),
+           'commands_late': _num(plant_diag.get('stamped_late')),
+           'command_max_late_steps': _num(plant_diag.get('stamped_max_late_steps')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
            'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
            'controller_safe_mode_time_s': _num(controller_diag.get('safe_mode_time_s')),
@@ -1104,6 +1108,9 @@ def _print_summary(s):
     else:
         print(f"  plant rate achieved   {fmt(s.get('achieved_rate_hz'), ' Hz')}  (loop rate {s['rate_hz']:g} Hz), "
               f"overruns {fmt(s['overruns'])}, skipped periods {fmt(s['skipped_periods'])}")
+        if s.get('commands_on_time') is not None:
+            print(f"  command delay         {fmt(s['commands_on_time'])} commands at the designed delay, "
+                  f"{fmt(s['commands_late'])} later (at most {fmt(s['command_max_late_steps'])} plant steps)")
     print(f"  tip path error        RMS {fmt(s['tip_rms_error_m'], ' mm', 1e3)}, max "
           f"{fmt(s['tip_max_error_m'], ' mm', 1e3)}  (against the desired tip path)")
     print(f"  tip error at the end  {fmt(s['end_of_move_tip_error_m'], ' mm', 1e3)}  "

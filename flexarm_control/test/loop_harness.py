@@ -86,9 +86,7 @@ class Loop:
                 k += 1
                 self._record()
                 continue
-            p.watchdog_state = p.gate.torque(p.plant_time, self.tau)
-            p._watchdog_action(self.tau)
-            assert p._advance(self.tau), core.diverged
+            assert p.timed_step(self.tau), core.diverged
             k += 1
             self._record()
         return self
@@ -189,9 +187,7 @@ class EstimatorLoop:
             t = p.plant_time
             while pending and pending[0][0] <= t + 1e-12:
                 p.gate.submit(pending.popleft()[1], t)
-            p.watchdog_state = p.gate.torque(t, tau)
-            p._watchdog_action(tau)
-            assert p._advance(tau)
+            assert p.timed_step(tau)
             k += 1
             t = p.plant_time
             s = p.sensors.sample(p.total_steps, p.core.z, p.core.zd, p.core.tau, p.core.step_index,

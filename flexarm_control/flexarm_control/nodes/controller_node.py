@@ -8,6 +8,11 @@ against the arm's joint limits; a refused one keeps the previous reference); pub
 /effort_controller/commands (std_msgs/Float64MultiArray, arm joint order), /diagnostics and, in lock-step,
 /flexarm/effort_command (flexarm_msgs/JointEffortCommand, step = state.step + 1, computed from exactly that
 state; the same state re-sent (step, stamp and values) gets the same command again, the law is not run twice).
+In real time, answering the plant's own states (state_topic = /flexarm/state, event-driven), it also publishes
+the stamped command, for step = state.step + 1 + the input delay its gains are designed for in plant steps (the
+plant's step rate read off consecutive states): the plant applies it at that step (flexarm_sim/plant/runtime.py),
+so the loop's delay is the design delay whenever the transport is faster; the unstamped copy serves other
+consumers (the hardware bridge, ros2_control).
 pd_servo with command_interface:=position publishes the set-points on /position_controller/commands.
 
 Parameters: controller/config.py (generated into config/controllers.yaml; the node name is the YAML section).
@@ -48,6 +53,7 @@ from ..controller.runtime import ControllerRuntime
 from ..laws.reference import MAX_POINTS
 
 LOCKSTEP_HISTORY = 30000     # commands kept for a lagging reader in lock-step (60 s at 500 Hz; memory only if used)
+MAX_STEPS_BETWEEN_STATES = 100_000   # consecutive states further apart (a reset between them) give no step rate
 
 
 def reference_size_problem(data, n_joints) -> str:
@@ -92,8 +98,14 @@ class ControllerNode(Node):
         # lock-step runs as fast as the loop answers: a deeper history lets a recorder lag behind without losing one
         out = qos(LOCKSTEP_HISTORY if self.lockstep else 10)
         self.pub = self.create_publisher(Float64MultiArray, names.EFFORT_COMMANDS, out)
+        # real time: stamped commands only against the plant's own states (their step counts plant steps; an
+        # estimate's does not)
+        self.stamp_realtime = (not self.lockstep and self.params['event_driven']
+                               and self.params['state_topic'] == names.STATE)
+        self._plant_rate = None                # plant steps per second, from consecutive states (stamp_realtime)
+        self._prev_state = None                # (step, stamp_ns) of the previous state (stamp_realtime)
         self.pub_stamped = self.create_publisher(JointEffortCommand, names.STAMPED_COMMAND, out) \
-            if self.lockstep else None
+            if self.lockstep or self.stamp_realtime else None
         self.pub_position = self.create_publisher(Float64MultiArray, names.POSITION_COMMANDS, qos(10)) \
             if getattr(rt.law, 'servo_in_plant', False) else None
         self.pub_diag = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos(10))
@@ -105,7 +117,8 @@ class ControllerNode(Node):
                                 on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
         self.create_subscription(JointTrajectory, names.REFERENCE, self._on_reference, qos(10), raw=True)
         # a second publisher beside this controller (commands) or beside the plant (states) is reported
-        self.sources = graph.monitor(self, [names.EFFORT_COMMANDS] + ([names.STAMPED_COMMAND] if self.lockstep else [])
+        self.sources = graph.monitor(self, [names.EFFORT_COMMANDS]
+                                     + ([names.STAMPED_COMMAND] if self.pub_stamped is not None else [])
                                      + ([names.POSITION_COMMANDS] if self.pub_position is not None else []))
         self.state_sources = graph.monitor(self, [self.params['state_topic']], what='states')
         if not self.lockstep:
@@ -200,7 +213,19 @@ class ControllerNode(Node):
                 self.rt.hold(st.z, st.t)
                 tau = self.rt.on_state(st.z, st.zd, st.t, age)
             if tau is not None:                # None: not acted on (safe mode: implausible or too old)
+                if self.stamp_realtime:
+                    self._publish_stamped(st, tau)
                 self._publish(tau)
+
+    def _publish_stamped(self, st, tau):
+        """Real time: the command for the step at which its design delay has passed (module docstring)."""
+        prev, self._prev_state = self._prev_state, (st.step, st.stamp_ns)
+        if prev is not None and 0 < st.step - prev[0] <= MAX_STEPS_BETWEEN_STATES and st.stamp_ns > prev[1]:
+            self._plant_rate = (st.step - prev[0]) * 1e9 / (st.stamp_ns - prev[1])
+        if self._plant_rate is None:
+            return
+        delay_steps = int(round(self.rt.input_delay * self._plant_rate))
+        self.pub_stamped.publish(self.writer.stamped_bytes(st.step + 1 + delay_steps, st.stamp_ns, tau))
 
     def _on_reference(self, data):
         """A reference (raw): its size checked before it is read, then built and checked outside the lock the

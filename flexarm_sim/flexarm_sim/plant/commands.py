@@ -7,6 +7,10 @@ in realtime mode, does not advance while paused), the command is void: `torque` 
 `watchdog.action` instead (servo.WatchdogHold: by default the drives hold the joints where they are). State `waiting`
 before the first command (zero torque, not a fault), `ok` while commands are fresh, `timeout` after a lapse (each
 lapse counted in `timeouts`). The next valid command restores normal operation.
+
+Real time and sim time: a stamped command (flexarm_msgs/JointEffortCommand) acts at the plant step it names, as in
+lock-step (:class:`DueCommands`), so a controller that names its state's step + 1 + its designed delay in steps gets
+exactly the delay its gains were designed for whenever the transport is faster than that delay.
 """
 from __future__ import annotations
 
@@ -150,3 +154,86 @@ class LockstepInbox:
     def wake(self):
         with self.cond:
             self.cond.notify_all()
+
+
+class DueCommands:
+    """Stamped commands outside lock-step, each acting at the step it names (`step` L: the command acts over the
+    integration L-1 -> L, as in lock-step; L = the state's step + 1 + the controller's delay in plant steps).
+
+    `submit(step, stamp_ns, values, next_step)`, `next_step` the step the plant integrates next: L > next_step is
+    queued until it is due (`take`); L <= next_step is late: it is to act at once (returned as such, counted, its
+    lateness in steps kept) - the transport took longer than the delay the controller designed for. Bounded: L more
+    than `max_ahead` steps ahead is refused (counted `far`); `reset(not_before_ns)` forgets the queue and refuses a
+    command computed from a state stamped before the reset (`stale`: its step counts from before the reset).
+    Values: the one rule (clamped to +-limits). Any thread."""
+
+    def __init__(self, limits, max_ahead: int):
+        self.lock = threading.Lock()
+        self.limits = np.asarray(limits, dtype=float).copy()
+        self.max_ahead = int(max_ahead)
+        self._buf = {}
+        self.not_before_ns = 0
+        self.on_time = 0
+        self.late = 0
+        self.max_late_steps = 0
+        self.far = 0
+        self.stale = 0
+        self.rejected = 0
+        self.clamped = 0
+        self.last_reject_reason = ''
+
+    def set_limits(self, limits):
+        with self.lock:
+            self.limits = np.asarray(limits, dtype=float).copy()
+
+    def submit(self, step: int, stamp_ns: int, values, next_step: int, at_once: bool = False):
+        """(status, effort or reason): status 'queued', 'late' (act now: the effort), 'now' (`at_once`: act now,
+        not counted late - a plant waiting for its first command) or 'refused' (the reason)."""
+        with self.lock:
+            eff, reason, clamped = check_command(values, -self.limits, self.limits)
+            if eff is None:
+                self.rejected += 1
+                self.last_reject_reason = reason
+                return 'refused', reason
+            if stamp_ns < self.not_before_ns:
+                self.stale += 1
+                return 'refused', 'stale: computed from a state before the last reset'
+            if step > next_step + self.max_ahead:
+                self.far += 1
+                return 'refused', (f'far ahead: step {step}, the plant integrates step {next_step} next (at most '
+                                   f'{self.max_ahead} steps ahead are kept)')
+            self.clamped += clamped
+            if at_once:
+                return 'now', eff
+            if step <= next_step:
+                self.late += 1
+                self.max_late_steps = max(self.max_late_steps, next_step - step)
+                return 'late', eff
+            self._buf[step] = eff
+            return 'queued', eff
+
+    def take(self, next_step: int):
+        """The newest command due for the integration towards `next_step` (None: none due), the older ones dropped."""
+        with self.lock:
+            if not self._buf:
+                return None
+            due = [k for k in self._buf if k <= next_step]
+            if not due:
+                return None
+            self.on_time += len(due)
+            newest = max(due)
+            eff = self._buf[newest]
+            for k in due:
+                del self._buf[k]
+            return eff
+
+    def reset(self, not_before_ns: int):
+        with self.lock:
+            self._buf.clear()
+            self.not_before_ns = int(not_before_ns)
+
+    def counts(self) -> dict:
+        with self.lock:
+            return {'stamped_on_time': self.on_time, 'stamped_late': self.late,
+                    'stamped_max_late_steps': self.max_late_steps, 'stamped_far_ahead': self.far,
+                    'stamped_stale': self.stale}

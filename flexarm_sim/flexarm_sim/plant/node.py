@@ -118,12 +118,9 @@ class PlantNode(Node):
         # commands arrive serialized (raw) and are read in place (ros/messages.CommandReader); the loop thread takes
         # the torque commands itself at every tick (ros/hotpath.py: no executor callback per command)
         self.hot_effort = HotSubscription(self, Float64MultiArray, names.EFFORT_COMMANDS, qos(10))
-        if self.mode == 'lockstep':       # the loop thread takes them itself (ros/hotpath.py: no executor hop)
-            self.hot = HotSubscription(self, JointEffortCommand, names.STAMPED_COMMAND, qos(100))
-        else:
-            self.hot = None
-            self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped, qos(100),
-                                     raw=True)
+        # stamped commands: lock-step, the loop thread waits for each (take_command); otherwise it polls them with the
+        # unstamped ones at every tick (each acts at the step it names: runtime.py)
+        self.hot = HotSubscription(self, JointEffortCommand, names.STAMPED_COMMAND, qos(100))
         if rt.core.servo is not None:
             self.create_subscription(Float64MultiArray, names.POSITION_COMMANDS, self._on_position, qos(10))
         # who commands this plant: more than one publisher on a command topic is reported (ros/graph.py)
@@ -182,8 +179,7 @@ class PlantNode(Node):
     def stop(self):
         self.rt.stop()
         self.hot_effort.destroy()
-        if self.hot is not None:
-            self.hot.destroy()
+        self.hot.destroy()
 
     # ------------------------------------------------------------------ the runtime's sink
     def poll_commands(self):
@@ -191,19 +187,23 @@ class PlantNode(Node):
         while True:
             data = self.hot_effort.take_now()
             if data is None:
-                return
+                break
             self._on_command(data)
+        if self.mode == 'lockstep':
+            return
+        while True:
+            data = self.hot.take_now()
+            if data is None:
+                return
+            self._on_stamped(data)
 
     def take_command(self, timeout_s):
         """Lock-step: the next JointEffortCommand, taken by the loop thread itself (None on timeout / wake)."""
-        if self.hot is None:
-            return None
         data = self.hot.take(timeout_s)
         return None if data is None else self.commands.stamped_command(data)
 
     def wake_commands(self):
-        if self.hot is not None:
-            self.hot.wake()
+        self.hot.wake()
 
     def joint_state(self, z, zd, tau, t_ns):
         self.pub_js.publish(self.js_encoder.fill(z, zd, tau, t_ns))

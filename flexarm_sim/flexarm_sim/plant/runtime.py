@@ -12,6 +12,13 @@ Time modes:
   of its tick's deadline (not the time the step happened to finish), so consecutive stamps are exactly one
   period apart unless periods were skipped.
 * simtime: stamps are simulated time (0 at start, never reset, frozen while paused); paced at real_time_factor.
+* realtime and simtime take commands in two forms: unstamped (/effort_controller/commands, ros2_control's
+  Float64MultiArray: acts from the next step after it arrives, whenever that is) and stamped
+  (flexarm_msgs/JointEffortCommand: acts at the step it names, commands.DueCommands). A controller of this package
+  names its state's step + 1 + the delay its gains are designed for, so the loop's delay is that design delay,
+  not the transport's varying one (a command that arrives after its step acts at once, counted late). While stamped
+  commands come (one within command_timeout), the unstamped copy a controller publishes beside them is not applied
+  (counted: unstamped_superseded).
 * lockstep: simulated time; the control period is publish_rates.state (a divisor of loop_rate): at every control
   instant k the plant publishes state k and waits for the flexarm_msgs/JointEffortCommand with step k+1 (stamped
   with state k's stamp, or zero), then integrates loop_rate/state_rate steps with that torque held (zero-order
@@ -47,7 +54,7 @@ import time
 import numpy as np
 
 from ..common.commands import Throttle
-from .commands import TIMEOUT, CommandGate, LockstepInbox
+from .commands import TIMEOUT, CommandGate, DueCommands, LockstepInbox
 from ..sensors import SimulatedSensors
 from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
@@ -55,6 +62,8 @@ from .outputs import ArmOutputs
 from ..common.scheduler import FixedRateScheduler, set_timer_slack
 from .servo import RELEASE_S, JointServo, WatchdogHold
 
+RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
+MAX_COMMAND_AHEAD_S = 0.1     # s: a stamped command for a step further ahead is refused (a controller's input_delay <= 0.1 s)
 IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged / waiting (outputs keep flowing)
 
 
@@ -86,6 +95,9 @@ class PlantRuntime:
         limits = np.array(values['effort_limits'], dtype=float)
         self.gate = CommandGate(limits, values['command_timeout'])
         self.inbox = LockstepInbox(limits)
+        self.due = DueCommands(limits, int(math.ceil(MAX_COMMAND_AHEAD_S * self.rate)))
+        self._stamped_at = None                 # plant time of the last stamped command taken (realtime/simtime)
+        self.unstamped_superseded = 0
         self.n_position_rejected = 0
         if values['servo.enabled']:
             self.core.servo = JointServo(model, values['servo.kp'], values['servo.kv'], 1.0 / self.rate, limits)
@@ -158,6 +170,7 @@ class PlantRuntime:
         limits = np.array(new['effort_limits'], dtype=float)
         self.gate.set_limits(limits)
         self.inbox.set_limits(limits)
+        self.due.set_limits(limits)
         self.gate.set_timeout(new['command_timeout'])
         self.cfg = dict(new)
         self._apply_rates(new)
@@ -180,10 +193,17 @@ class PlantRuntime:
 
     # ------------------------------------------------------------------ inputs (any thread)
     def submit_effort(self, values):
-        """/effort_controller/commands: (accepted, reason). Ignored (counted) in lock-step."""
+        """/effort_controller/commands: (accepted, reason). Ignored (counted) in lock-step, and while stamped
+        commands come (module docstring)."""
         if self.mode == 'lockstep':
             self.ignored_unstamped += 1
             return False, 'stale: unstamped command in lockstep'
+        if self._stamped_at is not None and self.plant_time - self._stamped_at <= self.gate.timeout:
+            self.unstamped_superseded += 1
+            return True, ''
+        return self._command_now(values)
+
+    def _command_now(self, values):
         ok, reason = self.gate.submit(values, self.plant_time)
         if ok and self.awaiting_command:
             self.awaiting_command = False
@@ -191,10 +211,29 @@ class PlantRuntime:
         return ok, reason
 
     def submit_stamped(self, step: int, stamp_ns: int, values):
-        """/flexarm/effort_command (flexarm_msgs/JointEffortCommand)."""
+        """/flexarm/effort_command (flexarm_msgs/JointEffortCommand): lock-step, the inbox; otherwise it acts at its
+        step (queued until then; at once when late, or while the plant waits for its first command)."""
         if self.mode == 'lockstep':
             return self.inbox.submit(int(step), int(stamp_ns), values)
-        return self.submit_effort(values)
+        status, out = self.due.submit(int(step), int(stamp_ns), values, self.core.step_index + 1,
+                                      at_once=self.awaiting_command)
+        if status == 'refused':
+            return False, out
+        self._stamped_at = self.plant_time
+        if status != 'queued':
+            return self._command_now(out)
+        return True, ''
+
+    def timed_step(self, tau) -> bool:
+        """One step of the realtime/simtime loop into tau (caller holds the lock): the stamped command due for this
+        step (if any) into the gate, the gate's torque or the watchdog's action, the integration. False: diverged."""
+        eff = self.due.take(self.core.step_index + 1)
+        if eff is not None:
+            self._stamped_at = self.plant_time
+            self.gate.submit(eff, self.plant_time)
+        self.watchdog_state = self.gate.torque(self.plant_time, tau)
+        self._watchdog_action(tau)
+        return self._advance(tau)
 
     def submit_position(self, values):
         """/position_controller/commands for the plant-side servo: n angles (+ n rates), finite; angles clipped to
@@ -237,6 +276,8 @@ class PlantRuntime:
                 self.core.servo.q_c[:] = self.core.z[self.model.q_index]
                 self.core.servo.qd_c[:] = 0.0
             self.gate.clear()
+            self.due.reset(self._idle_stamp() if self.mode == 'simtime' else time.time_ns() - RESET_STAMP_SLACK_NS)
+            self._stamped_at = None
             self._trail.clear()
             self._trail_ns = None
             if self.sensors is not None:
@@ -340,6 +381,8 @@ class PlantRuntime:
             'skipped_time_s': self.sched.lag_s,
             'step_compute_mean_us': 1e6 * st['compute_mean_s'], 'step_compute_max_us': 1e6 * st['compute_max_s'],
             'step_compute_p99_us': 1e6 * st.get('compute_p99_s', float('nan')),
+            **({} if self.mode == 'lockstep' else dict(self.due.counts(),
+                                                       unstamped_superseded=self.unstamped_superseded)),
             'commands_accepted': g.accepted + self.inbox.accepted,
             'commands_rejected': g.rejected + self.inbox.rejected,
             'commands_clamped': g.clamped + self.inbox.clamped,
@@ -610,9 +653,7 @@ class PlantRuntime:
             if poll is not None:
                 poll()                                   # commands straight from the transport (hot path)
             with self._lock:
-                self.watchdog_state = self.gate.torque(self.plant_time, tau)
-                self._watchdog_action(tau)
-                if not self._advance(tau):
+                if not self.timed_step(tau):
                     continue
             t_ns = wall0 + int(round(sched.tick_deadline * 1e9)) if realtime else self.sim_ns()
             self._publish_due(t_ns)
