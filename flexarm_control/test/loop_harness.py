@@ -8,7 +8,10 @@ controller is ControllerRuntime answering each state it is given. The transport 
   * `stopped(t)`: the controller process does not run (SIGSTOP / killed): states are not answered; when it runs
     again it answers the newest state first (a depth-1 subscription), as the node does;
   * `plant_restart_at`: the plant is killed at that time and a new one starts `plant_down` s later from its initial
-    state, holding the arm until its first command (wait_for_command), as sim.launch.py starts it.
+    state, holding the arm until its first command (wait_for_command), as sim.launch.py starts it;
+  * `stamped`: each command reaches the plant as the controller node sends it in real time, stamped with the step at
+    which its design delay has passed (PlantRuntime.submit_stamped: it acts there, or at once when it arrives later);
+    otherwise it acts when it arrives (an unstamped command).
 """
 from __future__ import annotations
 
@@ -55,8 +58,10 @@ class Loop:
         self.rt.law.references.set(PointToPoint(q0, self.target, T, t0), 0.0)
         self.t_move_end = t0 + T
 
-    def run(self, t_end, delay=lambda t: 0.002, stopped=lambda t: False, restart_at=None, plant_down=0.0):
+    def run(self, t_end, delay=lambda t: 0.002, stopped=lambda t: False, restart_at=None, plant_down=0.0,
+            stamped=False):
         p, core, model = self.plant, self.plant.core, self.model
+        delay_steps = int(round(self.rt.input_delay / self.dt))
         restart_done = False
         k = 0
         while p.plant_time < t_end - 1e-12:
@@ -74,10 +79,13 @@ class Loop:
                 self.awaiting = True
                 continue
             if k % self.every == 0 and not stopped(t):     # back from a stop: the newest state first
-                self._answer((t, core.z.copy(), core.zd.copy()), delay(t))
+                self._answer((t, core.z.copy(), core.zd.copy()), delay(t), core.step_index)
             while self.pending and self.pending[0][0] <= t + 1e-12:
-                ta, u = self.pending.popleft()
-                p.gate.submit(u, t)
+                ta, u, step, t_state = self.pending.popleft()
+                if stamped:
+                    assert p.submit_stamped(step + 1 + delay_steps, int(round(t_state * 1e9)), u)[0]
+                else:
+                    p.gate.submit(u, t)
                 self.awaiting = False
                 self.commands.append((t, u))
             if self.awaiting:                                # a new plant holds the arm until its first command
@@ -91,11 +99,11 @@ class Loop:
             self._record()
         return self
 
-    def _answer(self, st, age):
+    def _answer(self, st, age, step):
         t, z, zd = st
         tau = self.rt.on_state(z, zd, t, age)
         if tau is not None:
-            self.pending.append((t + age, tau))
+            self.pending.append((t + age, tau, step, t))
 
     def _record(self):
         z = self.plant.core.z

@@ -85,6 +85,9 @@ class ControllerRuntime:
             self.fallback = fallback_law(model, values)
             self.fallback.references = self.law.references        # the same reference, held or moving
             self.fallback.design_on_demand = False                 # designed ahead by its own designer
+            if self.planner is not None:                           # within a plan the hold law follows it
+                self.fallback.plan_law = self.law
+                self.fallback.ff_lead = self.input_delay
             self.hold_designer = GainDesigner(self.fallback, self.log)
             self.safe = SafeMode(self.law, self.fallback, self.law.references, values, self.max_state_age, self.log)
             self.safe.on_switch = lambda mode, t: self._design_ahead(self.law.references.blend)
