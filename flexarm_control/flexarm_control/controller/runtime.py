@@ -154,8 +154,10 @@ class ControllerRuntime:
         None if the runtime must not command (never in normal operation)."""
         period = 1.0 / self.rate
         skipped = 0
+        next_period = False                # this state came one period after the previous one
         if self._last_t is not None:
             dt = t - self._last_t
+            next_period = dt < 1.5 * period
             if dt > 1.5 * period:
                 skipped = int(round(dt * self.rate)) - 1
                 self.states_skipped += skipped
@@ -176,7 +178,7 @@ class ControllerRuntime:
                 self._refuse(why)
                 self.log('warn', f'rejected reference: {why} (previous motion kept)')
         if self.safe_mode_applies:
-            law = self.safe.on_state(t, z, zd, age_s, skipped)
+            law = self.safe.on_state(t, z, zd, age_s, skipped, next_period)
             if law is None:                # implausible, or too old for any designed law: not acted on
                 return None
         t0 = time.perf_counter()

@@ -609,12 +609,10 @@ class SafeMode:
         self.implausible = 0
         self.too_old = 0
         self.last_implausible = ''
-        self._late_run = 0
         self._late_times = collections.deque()      # plant times of the late states within TRIGGER_WINDOW_S
         self._t_on_time = None
         self._t_last_acted = None
         self._paced = False                # states seen one control period apart (the loop is closed)
-        self._t_prev_state = None
         self._ages = collections.deque(maxlen=STATS_WINDOW)
         self._gaps = collections.deque(maxlen=STATS_WINDOW)
         self.max_age_seen = 0.0
@@ -633,8 +631,9 @@ class SafeMode:
     def active(self) -> bool:
         return self.mode == SAFE
 
-    def on_state(self, t, z, zd, age, skipped):
-        """The law that answers this state (normal or hold), or None: not acted on."""
+    def on_state(self, t, z, zd, age, skipped, next_period=False):
+        """The law that answers this state (normal or hold), or None: not acted on. `skipped`: state periods skipped
+        since the previous state; `next_period`: it came one period after the previous one."""
         self.max_age_seen = max(self.max_age_seen, age)
         self._ages.append(age)
         why = self.check(t, z, zd)
@@ -649,11 +648,10 @@ class SafeMode:
         # skipped periods count once the states come at the control rate: until a command of ours takes effect, a
         # plant waiting for it (wait_for_command) publishes every 50 ms, gaps no command of ours was held over (they
         # put every real-time run in the safe mode at its start)
-        if skipped == 0 and self._t_prev_state is not None and t - self._t_prev_state < 1.5 * self.law.dt:
+        if next_period:
             self._paced = True
         elif not self._paced:
             skipped = 0
-        self._t_prev_state = t
         held = age + skipped * self.law.dt            # the previous command acted this long beyond its design
         late = held > self.max_state_age
         if late:
@@ -719,10 +717,10 @@ class SafeMode:
         late.append(t)
         while late and late[0] < t - TRIGGER_WINDOW_S:
             late.popleft()
-        self._late_run = max(len(late), self.trigger_count if stall else 0)
-        if self._late_run >= self.trigger_count:
+        triggered = stall or len(late) >= self.trigger_count
+        if triggered:
             self._t_on_time = None
-        if self.mode == NORMAL and self._late_run >= self.trigger_count:
+        if self.mode == NORMAL and triggered:
             self.reason = reason
             if act:
                 self._switch(SAFE, t, z, zd, reason)
@@ -755,7 +753,6 @@ class SafeMode:
         self.mode = mode
         self.yielding = False
         self._t_on_time = None
-        self._late_run = 0
         self._late_times.clear()
         self.replan(t, z, zd, in_loop)
         if self.on_switch is not None:
