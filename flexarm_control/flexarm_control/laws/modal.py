@@ -164,6 +164,55 @@ def delay_augmented(disc, H):
     return Aa, Ba
 
 
+# real-time (delayed) designs: robust to model error (module docstring, "Robust delay design"): independent noises,
+# each of `size` times the change from the model to the arm with its payload x `payload` and E.I, G.J x `stiffness`
+# (payload, stiffness, size)
+ROBUST_ERRORS = ((1.0, 0.85, 3.0), (1.2, 1.0, 0.5))
+ROBUST_ITERATIONS = 100
+ROBUST_TOLERANCE = 1e-10
+
+
+def multiplicative_noise_lqr(A, B, Q, R, D, iterations=ROBUST_ITERATIONS, tol=ROBUST_TOLERANCE):
+    """(K, converged): the gain u = -K x minimizing E sum x'Qx + u'Ru for x+ = (A + sum_i w_i dA_i) x +
+    (B + sum_i w_i dB_i) u, D = [(dA_i, dB_i)], the w_i independent, zero mean, unit variance (the LQR with
+    multiplicative noise, Wonham 1968 "Random differential equations in control theory"; Gravell, Mohajerin Esfahani
+    and Summers 2020, IEEE TAC 66(11)). Its Riccati equation
+        P = Q + A'PA + sum dA_i'P dA_i - (B'PA + sum dB_i'P dA_i)' (R + B'PB + sum dB_i'P dB_i)^-1 (...)
+    is solved by the fixed point P_{j+1} = DARE(A, B; Q + sum dA_i'P_j dA_i, R + sum dB_i'P_j dB_i, cross term
+    sum dA_i'P_j dB_i) from the noiseless P_0, which increases to the solution when the noise is mean-square
+    stabilizable. Not converged in `iterations` (or a Riccati solve failing): the last gain found (at worst the
+    noiseless one), converged False."""
+    def sym(X):
+        return 0.5 * (X + X.T)
+
+    def terms(P):
+        Qx, Rx, Sx = np.array(Q, dtype=float), np.array(R, dtype=float), np.zeros(B.shape)
+        for dA, dB in D:
+            Qx += dA.T @ P @ dA
+            Rx += dB.T @ P @ dB
+            Sx += dA.T @ P @ dB
+        return sym(Qx), sym(Rx), Sx
+
+    def gain(P, Rx, Sx):
+        return np.linalg.solve(Rx + B.T @ P @ B, B.T @ P @ A + Sx.T)
+    P = sym(scipy.linalg.solve_discrete_are(A, B, Q, R))
+    best = gain(P, R, np.zeros(B.shape))
+    for _ in range(iterations):
+        Qx, Rx, Sx = terms(P)
+        try:
+            Pn = scipy.linalg.solve_discrete_are(A, B, Qx, Rx, s=Sx)
+        except (np.linalg.LinAlgError, ValueError):
+            return best, False
+        if not np.all(np.isfinite(Pn)):
+            return best, False
+        step = np.max(np.abs(Pn - P))
+        P = sym(Pn)
+        best = gain(P, *terms(P)[1:])
+        if step <= tol * np.max(np.abs(P)):
+            return best, True
+    return best, False
+
+
 # Bryson allowances of the rule (module docstring): tip_max per metre of reach; joint allowances from the tip ones
 TIP_MAX_PER_REACH = 0.6e-3
 JOINT_FACTOR = 8.0
@@ -217,9 +266,14 @@ class ModalLQR(ControlLaw):
     def __init__(self, model, tip_max=None, tip_rate_max=None, modal_rate_max=None, dq_max=None, dq_rate_max=None,
                  rho=DEFAULT_RHO, integral_time=FRICTION_INTEGRAL_TIME, integral=None, feedforward=True,
                  discrete=True, schedule_step=0.1, input_delay=0.0, schedule_on='state',
-                 damping_floor=MODE_DAMPING_FLOOR, **kw):
+                 damping_floor=MODE_DAMPING_FLOOR, robust=1.0, **kw):
         super().__init__(model, **kw)
         self.damping_floor = float(damping_floor or 0.0)
+        # delayed designs: the model-error noises are ROBUST_ERRORS' sizes times `robust` (module docstring, "Robust
+        # delay design"; 0: the certainty-equivalent design)
+        self.robust = max(float(robust or 0.0), 0.0)
+        self._error_models = None
+        self.robust_unconverged = 0
         self.input_delay = max(float(input_delay or 0.0), 0.0)
         self.history = history_length(self.dt, self.input_delay) if discrete else 0
         if schedule_on not in ('state', 'reference'):
@@ -351,12 +405,31 @@ class ModalLQR(ControlLaw):
         z_eq, tau_eq = static_equilibrium(self.model, q)
         A, B = linearize(self.model, z_eq, tau_eq).state_space()
         Q, R = self.weights(z_eq)
-        K, Ki, Ku = self._design_lqr(A, B, Q, R)
+        err = self._model_error(q)
+        K, Ki, Ku = self._design_lqr(A, B, Q, R, err)
         if self.mi.size and self.damping_floor:
-            K, Ki, Ku = self._with_damping_floor(A, B, Q, R, z_eq, (K, Ki, Ku))
+            K, Ki, Ku = self._with_damping_floor(A, B, Q, R, z_eq, (K, Ki, Ku), err)
         return K, Ki, z_eq, tau_eq, Ku
 
-    def _with_damping_floor(self, A, B, Q, R, z_eq, out):
+    def _model_error(self, q):
+        """[(A, B, size)] at q of the arms of ROBUST_ERRORS (the model with its payload and its E.I and G.J scaled),
+        each linearized in its own static equilibrium: the directions of model error a delayed design is made robust
+        to; None when the design is not a delayed one (lock-step designs are certainty-equivalent) or the arm has no
+        link modes."""
+        if not (self.robust and self.discrete and self.history and self.mi.size):
+            return None
+        from flexarm_sim.model import linearize, load_model
+        if self._error_models is None:
+            from ..moves import perturbed_spec
+            self._error_models = [(load_model(perturbed_spec(self.model.spec, p, e)), self.robust * size)
+                                  for p, e, size in ROBUST_ERRORS]
+        out = []
+        for arm, size in self._error_models:
+            z, tau = static_equilibrium(arm, q)
+            out.append(linearize(arm, z, tau).state_space() + (size,))
+        return out
+
+    def _with_damping_floor(self, A, B, Q, R, z_eq, out, err=None):
         """The design (K, K_i, K_u) again, with the rate weight of each clamped link mode whose closed-loop mode it
         left damped less than the floor raised (module docstring), until none is (at most FLOOR_ITERATIONS designs
         more): by (floor / zeta)^2, as the damping an LQR gives a weakly coupled mode grows with the square root of
@@ -376,7 +449,7 @@ class ModalLQR(ControlLaw):
             Qb = Q.copy()
             MV = J_dd @ V
             Qb[np.ix_(sl, sl)] += unit * (MV * (boost - 1.0)) @ MV.T
-            out = self._design_lqr(A, B, Qb, R)
+            out = self._design_lqr(A, B, Qb, R, err)
         return out
 
     def _clamped_modes(self, z):
@@ -414,15 +487,20 @@ class ModalLQR(ControlLaw):
                 out[i] = min(out.get(i, math.inf), max(zeta, 0.0))
         return sorted(out.items())
 
-    def _design_lqr(self, A, B, Q, R):
+    def _design_lqr(self, A, B, Q, R, err=None):
         """(K, K_i, K_u): the LQR of the weights (Q, R) on the continuous linearization (A, B) (module docstring:
-        sampled, delay-augmented, integral-augmented as configured)."""
+        sampled, delay-augmented, integral-augmented as configured); a delayed design given the erring arms'
+        linearizations err = [(A_e, B_e, size)] (`_model_error`) is the LQR with size x the difference of each erring
+        arm's sampled, delay-augmented loop from the model's as multiplicative noise (module docstring)."""
         N, n = self.model.n_coords, self.n
         if self.integral:
             C = np.zeros((n, 2 * N))
             C[np.arange(n), self.qi] = 1.0
             A = np.block([[A, np.zeros((2 * N, n))], [C, np.zeros((n, n))]])
             B = np.vstack([B, np.zeros((n, n))])
+            if err is not None:
+                err = [(np.block([[Ae, np.zeros((2 * N, n))], [C, np.zeros((n, n))]]), np.vstack([Be, np.zeros((n, n))]),
+                        size) for Ae, Be, size in err]
         else:
             Q = Q[:2 * N, :2 * N]
         Ku = np.zeros((n, n * self.history))
@@ -431,8 +509,17 @@ class ModalLQR(ControlLaw):
             Aa, Ba = delay_augmented(delayed_discretization(A, B, self.dt, self.input_delay), self.history)
             Qa = np.zeros_like(Aa)
             Qa[:nx, :nx] = Q
-            P = scipy.linalg.solve_discrete_are(Aa, Ba, Qa, R)
-            Ka = np.linalg.solve(R + Ba.T @ P @ Ba, Ba.T @ P @ Aa)
+            if err is None:
+                P = scipy.linalg.solve_discrete_are(Aa, Ba, Qa, R)
+                Ka = np.linalg.solve(R + Ba.T @ P @ Ba, Ba.T @ P @ Aa)
+            else:
+                # the error of the sampled, delay-augmented loop (the exact discretization of the erring arm)
+                noise = []
+                for Ae, Be, size in err:
+                    Ae, Be = delay_augmented(delayed_discretization(Ae, Be, self.dt, self.input_delay), self.history)
+                    noise.append((size * (Ae - Aa), size * (Be - Ba)))
+                Ka, converged = multiplicative_noise_lqr(Aa, Ba, Qa, R, noise)
+                self.robust_unconverged += not converged
             K, Ku = Ka[:, :nx], Ka[:, nx:]
         elif self.discrete:
             Ad, Bd = _zoh(A, B, self.dt)
