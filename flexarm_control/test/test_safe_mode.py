@@ -330,7 +330,9 @@ def test_tip_tracking_stalled_mid_plan_resumes_on_its_plan(deluca):
     60 deg move in 5 s is in force. The hold law takes over (its return re-planned from the arm's state), the normal
     law resumes while the plan still runs and brings the arm back onto the plan's states (the return's offset is the
     hold law's; tip_tracking steers to its plan): no torque step at the switches (measured 0.017 N m), on the plan
-    within 2 mrad 2 s after the fault (measured 0.2), final error 0 (<= 0.05 rad)."""
+    within 2 mrad 2 s after the fault (measured 0.2), final error 0 (<= 0.05 rad). The real-time gains are the robust
+    delay design (laws/modal.py), which returns more slowly than the certainty-equivalent one did: 14.5 mrad off the
+    plan at 4 s (certainty-equivalent: 8.5), 0.98 mrad at 5 s (0.22)."""
     L = Loop(deluca, 'tip_tracking')
     q0 = L.plant.core.z[L.qi].copy()
     L.rt.hold(L.plant.core.z, 0.0)
@@ -342,5 +344,5 @@ def test_tip_tracking_stalled_mid_plan_resumes_on_its_plan(deluca):
     assert L.largest_command_step(after=1.8) < 0.05
     assert np.max(np.abs(L.q_at(1.8) - plan.sample(1.8)[0][L.qi])) > 0.005           # the stall did push it off
     for t in (4.0, 5.0, 6.0):
-        assert np.max(np.abs(L.q_at(t) - plan.sample(t)[0][L.qi])) < (0.01 if t < 5.0 else 0.002), t
+        assert np.max(np.abs(L.q_at(t) - plan.sample(t)[0][L.qi])) < (0.02 if t < 5.0 else 0.002), t
     assert L.final_error() <= 0.05, L.final_error()
