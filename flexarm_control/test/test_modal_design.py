@@ -150,9 +150,11 @@ def test_the_multiplicative_noise_lqr_against_a_scalar_solution():
     c1 = r - q * b * b - (a * a + da * da) * r
     c0 = -q * r
     p = max(np.roots([c2, c1, c0]).real)
-    k, ok = multiplicative_noise_lqr(np.array([[a]]), np.array([[b]]), np.array([[q]]), np.array([[r]]),
-                                     [(np.array([[da]]), np.zeros((1, 1)))])
-    assert ok and k[0, 0] == pytest.approx(a * b * p / (r + b * b * p), rel=1e-8)
+    for tol, rel in ((1e-13, 1e-10), (None, 1e-6)):          # converged tightly; at the designs' tolerance
+        kw = {} if tol is None else {'tol': tol}
+        k, ok = multiplicative_noise_lqr(np.array([[a]]), np.array([[b]]), np.array([[q]]), np.array([[r]]),
+                                         [(np.array([[da]]), np.zeros((1, 1)))], **kw)
+        assert ok and k[0, 0] == pytest.approx(a * b * p / (r + b * b * p), rel=rel)
     k0, ok0 = multiplicative_noise_lqr(np.array([[a]]), np.array([[b]]), np.array([[q]]), np.array([[r]]), [])
     p0 = max(np.roots([b * b, r - q * b * b - a * a * r, -q * r]).real)
     assert ok0 and k0[0, 0] == pytest.approx(a * b * p0 / (r + b * b * p0), rel=1e-8)
