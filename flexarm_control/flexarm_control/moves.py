@@ -11,6 +11,7 @@ controller keeping the nominal model: the robustness study of issue 23.
 """
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -80,9 +81,41 @@ class ModalScale:
         return self.law(t, z, zd)
 
 
-def run_move(law, plant=None, reference=None, duration=RUN_DURATION, modal_scale=None, z0=None):
+class DelayedCommand:
+    """A law run every `period` s whose command acts exactly `delay` s after the state it was computed from (the
+    transport of the state and the command over ROS, in process and without timing), for a plant integrated every
+    `step` s (period and delay whole multiples of it): called every step, it returns the command in force. Before
+    the first command arrives, zero torque."""
+
+    def __init__(self, law, period, delay, step):
+        self.law = law
+        self.every = int(round(period / step))
+        self.lag = int(round(delay / step))
+        if self.every < 1 or abs(self.every * step - period) > 1e-9 * period or \
+                abs(self.lag * step - delay) > 1e-9 * max(period, delay):
+            raise ValueError(f'period {period} and delay {delay} must be whole multiples of the step {step}')
+        self.k = 0
+        self.pending = collections.deque()
+        self.u = None
+
+    def __call__(self, t, z, zd):
+        if self.k % self.every == 0:
+            u = np.array(self.law(t, z, zd), dtype=float)
+            self.pending.append((self.k + self.lag, u))
+            if self.u is None:
+                self.u = np.zeros_like(u)
+        while self.pending and self.pending[0][0] <= self.k:
+            self.u = self.pending.popleft()[1]
+        self.k += 1
+        return self.u
+
+
+def run_move(law, plant=None, reference=None, duration=RUN_DURATION, modal_scale=None, z0=None, delay=None,
+             delay_step=None):
     """Simulate `plant` (default: the law's model) under `law` on `reference` (default: the standard move) for the
-    move's start + duration; returns (SimulationResult, figures dict of figures.move_figures plus peak torque)."""
+    move's start + duration; returns (SimulationResult, figures dict of figures.move_figures plus peak torque).
+    `delay` (s): the command acts that long after its state (DelayedCommand; the plant then integrated every
+    `delay_step`, default half the law's period); None: lock-step (the command acts from its state's instant)."""
     model = law.model
     plant = plant or model
     reference = reference or standard_move(model)
@@ -98,7 +131,11 @@ def run_move(law, plant=None, reference=None, duration=RUN_DURATION, modal_scale
         z0 = equilibrium_path(plant, [np.asarray(reference.sample(0.0)[0], dtype=float)])[0][0]
     controller = law if modal_scale is None else ModalScale(law, modal_scale)
     T = t_move + duration
-    res = simulate(plant, T, law.dt, controller, z0=z0)
+    step = law.dt
+    if delay is not None:
+        step = delay_step or 0.5 * law.dt
+        controller = DelayedCommand(controller, law.dt, delay, step)
+    res = simulate(plant, T, step, controller, z0=z0)
     tip_d = desired_tip_path(model, reference, res.t)
     fig = move_figures(res.t, res.tip, tip_d, t_move, t_ref_end, t_cmd_end, duration, res.relative_deflection,
                        validity_limit(plant))
