@@ -57,8 +57,8 @@ def test_real_time_design_for_one_period_of_delay_is_stable_on_the_nominal_arm(m
 def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_design_does_not(models):
     """Why the modal laws design for two periods of delay in real time (ModalLQR.design_delay_periods): over DDS the
     actual delay varies (a few ms, more behind a stall). On the De Luca arm at the start, middle and end of the standard
-    move, the loop designed for two periods (4 ms, robust design) is stable for every actual delay from 0 to 8 ms
-    (the certainty-equivalent design: 0-5 and 7 ms); the certainty-equivalent design for one period is unstable
+    move, the loop designed for two periods (4 ms) is stable for every actual delay from 0 to 8 ms with the robust
+    design (tip_tracking), 0-5 and 7 ms with the certainty-equivalent one (modal); the certainty-equivalent design for one period is unstable
     without delay and at 4 ms (1.36, 1.20), and so is a fractional 5 ms design at 4 ms (the integer designs are the
     robust ones; the robust one-period design: 1-3 and 5 ms). The delayed loop here (delay_augmented) is checked against the one-period
     formulation of test_every_closed_loop_mode_is_damped_at_least_the_floor at 2 ms."""
@@ -70,7 +70,8 @@ def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_desig
         assert rt.input_delay == pytest.approx(2 * DT) and rt.law.input_delay == pytest.approx(2 * DT)
         qs = _configurations(model)
         _memo(rt.law)
-        for d in np.arange(0.0, 0.0081, 0.001):
+        # tip_tracking (robust design): 0-8 ms; modal (certainty-equivalent): 0-5 and 7 ms
+        for d in np.arange(0.0, 0.0081, 0.001) if kind == 'tip_tracking' else [0.001 * k for k in (0, 1, 2, 3, 4, 5, 7)]:
             assert max(closed_loop_radius(rt.law, model, q, input_delay=d) for q in qs) < 1.0, (kind, d)
         # the certainty-equivalent designs (robust=0: the delayed LQR on the model alone)
         one = law_class(model, dt=DT, input_delay=DT, robust=0.0)
@@ -120,7 +121,11 @@ def test_the_real_time_design_is_robust_to_payload_stiffness_modal_scale_and_del
     model = models['deluca_two_link']
     qs = _configurations(model)
     corners = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
-    for kind, law_class in (('modal', ModalLQR), ('tip_tracking', TipTracking)):
+    # the modal law keeps the certainty-equivalent design (robust, it was lost over DDS in real time: one run of one,
+    # joint 1 2.7 rad off; in process 69 mm against 59 at the design delay); tip_tracking designs robustly
+    modal = ControllerRuntime('modal', model, dict(cconfig.TABLES['modal'].defaults(), rate=1 / DT)).law
+    assert modal.input_delay == pytest.approx(2 * DT) and modal.robust == 0.0
+    for kind, law_class in (('tip_tracking', TipTracking),):
         rt = ControllerRuntime(kind, model, dict(cconfig.TABLES[kind].defaults(), rate=1 / DT))
         law = _memo(rt.law)
         assert law.input_delay == pytest.approx(2 * DT) and law.robust == 1.0

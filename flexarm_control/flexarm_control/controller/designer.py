@@ -7,6 +7,11 @@ cells a new reference will visit, `request`) with the law's pure `design_cell` a
 from __future__ import annotations
 
 import threading
+import time
+
+# the designer computes at most this fraction of the time (it holds the interpreter lock the state thread needs: at
+# full speed a robust cell design, ~45 ms of CPU, left the De Luca controller's state thread 1000-3000 states behind)
+DUTY = 1.0 / 3.0
 
 
 class GainDesigner:
@@ -61,6 +66,7 @@ class GainDesigner:
             if key is None:
                 return
             gen = self.law.generation
+            t0 = time.perf_counter()
             try:
                 design = self.law.design_cell(key)
             except Exception as e:  # noqa: BLE001 - the law keeps using its nearest cell; reported in diagnostics
@@ -70,3 +76,4 @@ class GainDesigner:
                 continue
             self.law.install(key, design, gen)
             self.designed += 1
+            time.sleep((time.perf_counter() - t0) * (1.0 / DUTY - 1.0))

@@ -93,9 +93,12 @@ nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewi
 before or wider. Not better for the modal law in process (its move saturates the torque and bends the links beyond the model's
 validity, where the linear margins say little; tip RMS with exactly 4 ms, nominal / perturbed arm: 69 / 71 mm,
 certainty-equivalent 59 / 56 mm, lock-step 29.5 / 37.8 mm; 2 ms on the perturbed arm: 88 mm scheduled on the
-reference as in real time, 62 mm certainty-equivalent): `robust_delay_design` = 0 on a class restores the former
-design. A design costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the
-De Luca arm: ~0.3 s a cell, 34 cells for the standard move); a noise that cannot be mean-square stabilized (or a
+reference as in real time, 62 mm certainty-equivalent) and over DDS in real time, robust, it lost the arm in one run
+of one (joint 1 2.7 rad off its reference): the modal law keeps the certainty-equivalent design
+(`robust_delay_design` = 0; its corners stay unstable, radius 1.0078), tip_tracking designs robustly (1). A design
+costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
+a cell on the idle machine against 10 ms, 29 cells for the standard move; in the controller's designer thread it
+competes for the interpreter lock with the state thread: controller/designer.py limits its duty cycle); a noise that cannot be mean-square stabilized (or a
 failing Riccati solve) leaves the last gain found and is counted (`robust_unconverged`).
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
@@ -268,7 +271,7 @@ class ModalLQR(ControlLaw):
     # 0-5 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms (and 5) only
     design_delay_periods = 2
     # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design")
-    robust_delay_design = 1.0
+    robust_delay_design = 0.0
     GAINS = {
         'tip_max': Param(DERIVED, _positive(), 'm, allowed tip error (Bryson weight); not set = 1 cm per metre of '
                          'reach (tip_tracking: 0.6 mm)', runtime=True),
