@@ -140,10 +140,12 @@ def margins_table(arms):
         corners = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
         for kind in ('modal', 'tip_tracking'):
             periods = law_class(kind).design_delay_periods
+            robust = law_class(kind).robust_delay_design > 0      # the class's real-time default
             for design, delay, kw in (('lock-step', 0.0, {}), ('real time, 1 period', DT, {}),
-                                      (f'real time, {periods} periods, certainty-equivalent (former)', periods * DT,
-                                       {'robust': 0.0}),
-                                      (f'real time, {periods} periods (default)', periods * DT, {})):
+                                      (f'real time, {periods} periods, certainty-equivalent'
+                                       + ('' if robust else ' (default)'), periods * DT, {'robust': 0.0}),
+                                      (f'real time, {periods} periods, robust' + (' (default)' if robust else ''),
+                                       periods * DT, {'robust': 1.0})):
                 law = remembered(law_class(kind)(model, dt=DT, input_delay=delay, **kw))
                 r = scale_range(law, model, qs)
                 rng = 'unstable' if r is None else f'x{r[0]:.2f} - x{r[1]:.2f}'
