@@ -20,6 +20,9 @@ from flexarm_sim.model import load_model  # noqa: E402
 
 pytestmark = pytest.mark.ros
 EXIT_WITHIN_S = 2.0
+# a signal during start-up is handled when the C call it lands in returns (numba's cache load, an extension module's
+# initialization): 0.02 s idle, 0.3-0.5 s beside two CPU hogs, 2.1 s once in a fresh clone's full suite (flex_joint_states)
+START_UP_EXIT_WITHIN_S = 5.0
 
 
 def _file_values(path, node):
@@ -125,7 +128,7 @@ def test_signal_during_start_up_exits_0_without_a_traceback(node, sig, ros_env):
     time.sleep(0.8)
     assert proc.poll() is None, proc.stderr.read()
     code, dt, err = stop_cleanly(proc, sig)
-    assert code == 0 and dt < EXIT_WITHIN_S and 'Traceback' not in err and 'KeyboardInterrupt' not in err, \
+    assert code == 0 and dt < START_UP_EXIT_WITHIN_S and 'Traceback' not in err and 'KeyboardInterrupt' not in err, \
         (code, dt, err[-2000:])
 
 

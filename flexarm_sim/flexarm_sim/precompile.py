@@ -32,6 +32,7 @@ import time
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
+from .common.signals import held
 from .arms import resolve_arm
 from .model import load_model, simulate, trajectory
 from .plant.engine import PlantCore, state_ok
@@ -145,8 +146,12 @@ def ensure_kernels(model, log=None):
     with compile_lock(log):
         with _notice(log, 'compiling or loading the numba kernels (a first start after an install compiles them: '
                           '~1 min of one core; `ros2 run flexarm_sim precompile` does it once) ...'):
-            for warm in groups:
-                warm(model)
+            # a stop signal waits until the kernels are in (common/signals.held): raised inside llvmlite's object
+            # cache callbacks (ctypes) the Stop is swallowed with an 'Exception ignored ... Traceback' and start-up
+            # goes on anyway (seen: SIGINT 0.8 s into the plant's start, 2 in 36)
+            with held():
+                for warm in groups:
+                    warm(model)
     dt = time.monotonic() - t0
     if log:
         compiled, loaded = _compile_counts()

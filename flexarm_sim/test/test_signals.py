@@ -46,3 +46,39 @@ def test_start_up_ending_inside_a_held_block_stays_ended():
         assert sig.stopped
     finally:
         sig.restore()
+
+
+def _import_cut_by(sig_to_send):
+    """A factory whose start-up is an import that a signal cuts in half: a C extension's module initialization turns
+    the Stop raised inside it into "ImportError: initialization failed" (seen: SIGINT during the modal node's
+    start-up)."""
+    def factory():
+        try:
+            if sig_to_send is not None:
+                _signal_self(sig_to_send)
+            raise ImportError('initialization failed')
+        except Stop:
+            raise ImportError('initialization failed')
+    return factory
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
+def test_an_import_failing_because_of_a_stop_signal_exits_0(sig):
+    from flexarm_sim.ros.node_main import run_node
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert run_node(_import_cut_by(sig), 'cut') == 0
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def test_an_import_failing_without_a_signal_keeps_its_traceback():
+    from flexarm_sim.ros.node_main import run_node
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(ImportError, match='initialization failed'):
+            run_node(_import_cut_by(None), 'broken')
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
