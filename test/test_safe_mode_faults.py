@@ -198,9 +198,13 @@ def test_controller_killed_mid_move_the_plant_holds_the_arm(run):
 
 def test_controller_stopped_2s_then_the_arm_is_back_or_held(run):
     """SIGSTOP of the controller for 2 s mid-move (issue 28: the elbow drifted to 2.98 rad): the plant holds the arm
-    meanwhile (it moves less than 1 rad; measured 0.41-0.75 with two hogs at machine load 15-17, 0.50 in process);
-    afterwards, never lost, and 5 s later either within 0.05 rad of the move's target or the controller reports its
-    safe mode (no CPU to close the loop: the drives hold the arm; measured 0.036 rad with the safe mode on)."""
+    meanwhile (it moves less than 1 rad; measured 0.33-0.75 with two hogs at machine load 5-17, 0.50 in process);
+    afterwards, never lost, and RETURN_WINDOW_S later either within 0.05 rad of the move's target or the controller
+    reports its safe mode (no CPU to close the loop: the drives hold the arm). The controller resumes on a backlog of
+    stale states: its safe mode returns the arm at safe_mode.return_speed, the modal law takes over within 0.02 rad
+    or RETURN_SETTLE_S after the return and returns once more from where the arm is: the window of the plant restart
+    below (5 s was marginal: 0.0003 rad with the safe mode on at +5 s and off at +8 s with two hogs beside a suite,
+    0.085 rad with the safe mode just off at +5 s in a CI run)."""
     t_move, _ = run.start_move()
     run.until_plant_time(t_move + 1.25)
     q_stop = np.array(run.latest()[2:4])
@@ -212,13 +216,25 @@ def test_controller_stopped_2s_then_the_arm_is_back_or_held(run):
     print(f'stopped: moved {np.max(np.abs(a[-1, 2:4] - q_stop)):.3f} rad while stopped')
     np.save(os.path.join(run.tmp, 'states_stop.npy'), a)
     assert np.max(np.abs(a[-1, 2:4] - q_stop)) < 1.0
-    run.until_plant_time(t_cont + 5.0)
+    run.until_plant_time(t_cont + RETURN_WINDOW_S)
     a = run.array()
     never_lost(run, a)
+    back_or_held(run, a, 'stopped')
+
+
+def back_or_held(run, a, label):
+    """The arm within 0.05 rad of the move's target, or the controller reporting its safe mode; a failure shows the
+    error's course and the controller's own account of its modes."""
     err = float(np.max(np.abs(a[-1, 2:4] - run.target)))
     ctl = run.diags.get('flexarm_control/modal', {})
-    print(f'stopped: final error {err:.4f} rad, safe mode {ctl.get("safe_mode")}, peak tip {a[:, 4].max():.3f} m')
-    assert err <= 0.05 or ctl.get('safe_mode') == 'on', (err, ctl)
+    print(f'{label}: final error {err:.4f} rad, safe mode {ctl.get("safe_mode")}, peak tip {a[:, 4].max():.3f} m')
+    if err <= 0.05 or ctl.get('safe_mode') == 'on':
+        return
+    course = [(round(float(r[0]), 1), round(float(np.max(np.abs(r[2:4] - run.target))), 4)) for r in a[::250]]
+    with open(os.path.join(run.tmp, 'modal.log'), errors='replace') as f:
+        modes = [ln.strip() for ln in f if 'safe mode' in ln or 'law resumed' in ln or 'hold law' in ln]
+    raise AssertionError(f'{label}: {err:.4f} rad from the target, safe mode off; error by plant time {course}; '
+                         f'controller: {modes[-12:]}; diagnostics {ctl}')
 
 
 RETURN_WINDOW_S = 12.0
@@ -244,7 +260,4 @@ def test_plant_restarted_the_controller_brings_the_arm_back_or_reports(run):
     run.until_plant_time(t_new + RETURN_WINDOW_S)
     a = run.array()[n_before:]
     never_lost(run, a)
-    err = float(np.max(np.abs(a[-1, 2:4] - run.target)))
-    ctl = run.diags.get('flexarm_control/modal', {})
-    print(f'restarted: final error {err:.4f} rad, safe mode {ctl.get("safe_mode")}, peak tip {a[:, 4].max():.3f} m')
-    assert err <= 0.05 or ctl.get('safe_mode') == 'on', (err, ctl)
+    back_or_held(run, a, 'restarted')
