@@ -149,6 +149,20 @@ def test_a_stamped_command_acts_exactly_at_its_step_in_real_time():
     assert list(tau) == [0.7, 0.7] and rt.unstamped_superseded == 1
     values = rt.diagnostics()[2]
     assert values['stamped_on_time'] == 1 and values['stamped_late'] == 1 and values['unstamped_superseded'] == 1
+    # stamped commands the rule refuses or clamps count with the others (they were left out of /diagnostics)
+    before = rt.diagnostics()[2]
+    ok, why = rt.submit_stamped(rt.core.step_index + 2, 1, [float('nan'), 0.0])
+    assert not ok and rt.due.rejected == 1
+    lim = float(rt.gate.limits[0])
+    assert rt.submit_stamped(rt.core.step_index + 2, 1, [10 * lim, 0.0]) == (True, '')
+    for _ in range(2):
+        with rt._lock:
+            assert rt.timed_step(tau)
+    assert tau[0] == lim
+    values = rt.diagnostics()[2]
+    assert values['commands_rejected'] == before['commands_rejected'] + 1 and values['last_reject_reason'] == why
+    assert values['commands_clamped'] == before['commands_clamped'] + 1
+    assert values['commands_accepted'] == before['commands_accepted'] + 1      # once, when it acted
 
 
 def test_a_reset_forgets_queued_stamped_commands():

@@ -74,7 +74,34 @@ class CommandGate(LatestCommand):
         self.state = WAITING
 
 
-class LockstepInbox:
+class _CheckedCommands:
+    """The one rule (common/commands.check_command, against +-limits) with its counts, for the stamped inboxes:
+    `accepted`, `rejected` (and the last reason), `clamped`. Subclasses hold `self.guard` while checking."""
+
+    def _init_checked(self, limits, guard):
+        self.guard = guard
+        self.limits = np.asarray(limits, dtype=float).copy()
+        self.accepted = self.rejected = self.clamped = 0
+        self.last_reject_reason = ''
+
+    def set_limits(self, limits):
+        with self.guard:
+            self.limits = np.asarray(limits, dtype=float).copy()
+
+    def _check(self, values):
+        """(effort or None, reason, clamped); a rejection counted (caller holds self.guard)."""
+        eff, reason, clamped = check_command(values, -self.limits, self.limits)
+        if eff is None:
+            self.rejected += 1
+            self.last_reject_reason = reason
+        return eff, reason, clamped
+
+    def _accept(self, clamped):
+        self.accepted += 1
+        self.clamped += clamped
+
+
+class LockstepInbox(_CheckedCommands):
     """Stamped commands for lock-step mode: the plant takes the one for its next control step.
 
     A command for step k is accepted when k is the step the plant is waiting for or one of the next MAX_AHEAD - 1
@@ -89,28 +116,18 @@ class LockstepInbox:
 
     def __init__(self, limits):
         self.cond = threading.Condition()
-        self.limits = np.asarray(limits, dtype=float).copy()
+        self._init_checked(limits, self.cond)
         self._buf = {}
         self.expected = 1
         self.expected_stamp = 0
         self.generation = 0
-        self.rejected = 0
-        self.clamped = 0
         self.stale = 0
         self.far = 0
-        self.accepted = 0
-        self.last_reject_reason = ''
-
-    def set_limits(self, limits):
-        with self.cond:
-            self.limits = np.asarray(limits, dtype=float).copy()
 
     def submit(self, step: int, stamp_ns: int, values):
         with self.cond:
-            eff, reason, clamped = check_command(values, -self.limits, self.limits)
+            eff, reason, clamped = self._check(values)
             if eff is None:
-                self.rejected += 1
-                self.last_reject_reason = reason
                 return False, reason
             if step < self.expected:
                 self.stale += 1
@@ -119,8 +136,7 @@ class LockstepInbox:
                 self.far += 1
                 return False, (f'far ahead: step {step}, waiting for {self.expected} (at most {self.MAX_AHEAD - 1} '
                                'ahead are kept)')
-            self.accepted += 1
-            self.clamped += clamped
+            self._accept(clamped)
             self._buf[step] = (stamp_ns, eff)
             self.cond.notify_all()
             return True, ''
@@ -156,7 +172,7 @@ class LockstepInbox:
             self.cond.notify_all()
 
 
-class DueCommands:
+class DueCommands(_CheckedCommands):
     """Stamped commands outside lock-step, each acting at the step it names (`step` L: the command acts over the
     integration L-1 -> L, as in lock-step; L = the state's step + 1 + the controller's delay in plant steps).
 
@@ -169,7 +185,7 @@ class DueCommands:
 
     def __init__(self, limits, max_ahead: int):
         self.lock = threading.Lock()
-        self.limits = np.asarray(limits, dtype=float).copy()
+        self._init_checked(limits, self.lock)
         self.max_ahead = int(max_ahead)
         self._buf = {}
         self.not_before_ns = 0
@@ -178,22 +194,13 @@ class DueCommands:
         self.max_late_steps = 0
         self.far = 0
         self.stale = 0
-        self.rejected = 0
-        self.clamped = 0
-        self.last_reject_reason = ''
-
-    def set_limits(self, limits):
-        with self.lock:
-            self.limits = np.asarray(limits, dtype=float).copy()
 
     def submit(self, step: int, stamp_ns: int, values, next_step: int, at_once: bool = False):
         """(status, effort or reason): status 'queued', 'late' (act now: the effort), 'now' (`at_once`: act now,
         not counted late - a plant waiting for its first command) or 'refused' (the reason)."""
         with self.lock:
-            eff, reason, clamped = check_command(values, -self.limits, self.limits)
+            eff, reason, clamped = self._check(values)
             if eff is None:
-                self.rejected += 1
-                self.last_reject_reason = reason
                 return 'refused', reason
             if stamp_ns < self.not_before_ns:
                 self.stale += 1
@@ -202,7 +209,7 @@ class DueCommands:
                 self.far += 1
                 return 'refused', (f'far ahead: step {step}, the plant integrates step {next_step} next (at most '
                                    f'{self.max_ahead} steps ahead are kept)')
-            self.clamped += clamped
+            self._accept(clamped)
             if at_once:
                 return 'now', eff
             if step <= next_step:

@@ -255,9 +255,8 @@ class PlantNode(Node):
     # ------------------------------------------------------------------ inputs
     def _rejected(self, what, reason):
         if not reason.startswith('stale') and self.rt.warn_throttle(time.monotonic()):
-            g, ib = self.rt.gate, self.rt.inbox
-            self.get_logger().warning(f'rejected {what}: {clip(reason)} (previous command kept; '
-                                      f'{g.rejected + ib.rejected + self.rt.n_position_rejected} rejected so far)')
+            n = self.rt.command_counts()['commands_rejected'] + self.rt.n_position_rejected
+            self.get_logger().warning(f'rejected {what}: {clip(reason)} (previous command kept; {n} rejected so far)')
 
     def _on_command(self, data):
         ok, reason = self.rt.submit_effort(self.commands.values(data))

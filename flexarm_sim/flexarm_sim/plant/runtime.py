@@ -383,10 +383,7 @@ class PlantRuntime:
             'step_compute_p99_us': 1e6 * st.get('compute_p99_s', float('nan')),
             **({} if self.mode == 'lockstep' else dict(self.due.counts(),
                                                        unstamped_superseded=self.unstamped_superseded)),
-            'commands_accepted': g.accepted + self.inbox.accepted,
-            'commands_rejected': g.rejected + self.inbox.rejected,
-            'commands_clamped': g.clamped + self.inbox.clamped,
-            'last_reject_reason': g.last_reject_reason or self.inbox.last_reject_reason,
+            **self.command_counts(),
             'watchdog': self.watchdog_state if self.mode != 'lockstep' else 'n/a (lockstep)',
             'watchdog_timeouts': g.timeouts, 'watchdog_action': self.watchdog_hold.action,
             'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self.paused,
@@ -770,6 +767,16 @@ class PlantRuntime:
                               f'{self.zero_torque_periods} zero-torque periods so far)')
         self.controller_answered = True
 
+    def command_counts(self) -> dict:
+        """Torque commands accepted, rejected (the last reason), clamped: unstamped (the gate), stamped in lock-step
+        (the inbox) and outside it (the due queue, whose commands are accepted by the gate when they act)."""
+        parts = (self.gate, self.inbox, self.due)
+        return {'commands_accepted': self.gate.accepted + self.inbox.accepted,
+                'commands_rejected': sum(p.rejected for p in parts),
+                'commands_clamped': sum(p.clamped for p in parts),
+                'last_reject_reason': next((p.last_reject_reason for p in parts if p.last_reject_reason), '')}
+
     def _log_reject(self, reason):
         if self.warn_throttle(time.monotonic()):
-            self._log('warn', f'rejected stamped command: {reason} ({self.inbox.rejected} rejected so far)')
+            self._log('warn', f'rejected stamped command: {reason} '
+                              f'({self.command_counts()["commands_rejected"]} commands rejected so far)')
