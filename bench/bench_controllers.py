@@ -28,7 +28,7 @@ import numpy as np
 
 from flexarm_control.controller.kinds import KINDS, law_class
 from flexarm_control.laws import make_shaper, model_modes
-from flexarm_control.laws.modal import closed_loop_radius
+from flexarm_control.laws.modal import closed_loop_radius, remembering_designs
 from flexarm_control.moves import perturbed_model, run_move, standard_move
 from flexarm_control.planning import PlanError, plan_move
 from flexarm_sim.arms import resolve_arm, shipped_arms
@@ -113,20 +113,6 @@ def delay_ranges(ms):
     return (', '.join(out) + ' ms') if out else 'none'
 
 
-def remembered(law):
-    """The law with design_delayed remembered per configuration (closed_loop_radius designs at every call; a robust
-    delayed design takes ~0.3 s)."""
-    design, cache = law.design_delayed, {}
-
-    def f(q):
-        key = tuple(np.round(np.asarray(q, dtype=float), 12))
-        if key not in cache:
-            cache[key] = design(q)
-        return cache[key]
-    law.design_delayed = f
-    return law
-
-
 def margins_table(arms):
     print('\n| arm | feedback | design | stable modal scale | payload x E.I corners (+-20 %, +-15 %) | stable actual delays '
           '(0-12 ms) | corners: stable actual delays |')
@@ -146,7 +132,7 @@ def margins_table(arms):
                                        + ('' if robust else ' (default)'), periods * DT, {'robust': 0.0}),
                                       (f'real time, {periods} periods, robust' + (' (default)' if robust else ''),
                                        periods * DT, {'robust': 1.0})):
-                law = remembered(law_class(kind)(model, dt=DT, input_delay=delay, **kw))
+                law = remembering_designs(law_class(kind)(model, dt=DT, input_delay=delay, **kw))
                 r = scale_range(law, model, qs)
                 rng = 'unstable' if r is None else f'x{r[0]:.2f} - x{r[1]:.2f}'
                 ok = [max(closed_loop_radius(law, p, q) for q in qs) for p in corners]

@@ -10,8 +10,13 @@ _domain_counter = itertools.count()
 
 
 def fresh_domain_id():
-    """A ROS_DOMAIN_ID unlikely to collide with a parallel test run (1..100, never 0)."""
-    return 1 + (os.getpid() * 7 + next(_domain_counter) * 13) % 100
+    """A ROS_DOMAIN_ID unlikely to collide with a parallel test run (FLEXARM_TEST_DOMAIN_BASE .. + 99, default 1,
+    never 0). A suite cycles through all 100 within minutes: a test run beside a suite on the same machine takes
+    another hundred (FLEXARM_TEST_DOMAIN_BASE=101: 101-200), or the suite's references and states reach its nodes."""
+    base = int(os.environ.get('FLEXARM_TEST_DOMAIN_BASE', '1'))
+    if not 1 <= base <= 133:                       # Fast DDS: domain ids up to 232 on the default ports
+        raise ValueError(f'FLEXARM_TEST_DOMAIN_BASE must be 1..133, got {base}')
+    return base + (os.getpid() * 7 + next(_domain_counter) * 13) % 100
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ Both directions are relayed byte-exact by one thread (select); on demand the lin
 * ``drop(p, direction)``: each chunk read from one side is lost with probability p (seeded);
 * ``delay(s)``: every chunk is held s seconds before it is passed on (order kept).
 
-Every fault change is stamped (``events``: (monotonic time, what)); ``last_to_servos`` is the time the last byte
-reached the servos' side (``deliveries``: every chunk passed to them). CLOCK_MONOTONIC is system-wide, so the stamps compare with other processes' times.
+Every fault change is stamped (``events``: (monotonic time, what)); ``last_to_servos`` is the time the last chunk
+began to pass to the servos' side (``deliveries``: every chunk passed to them, stamped before its write). CLOCK_MONOTONIC is system-wide, so the stamps compare with other processes' times.
 """
 import errno
 import fcntl
@@ -138,7 +138,8 @@ class FaultProxy:
             self.counts['lost'] += len(data)
             return
         view = memoryview(data)
-        deadline = time.monotonic() + 0.05
+        t_pass = time.monotonic()      # before the write: the servos cannot have the bytes earlier (stamped after
+        deadline = t_pass + 0.05       # it, a descheduled relay stamped 2 ms after the emulator had received them)
         while view:
             try:
                 view = view[os.write(fd, view):]
@@ -150,8 +151,8 @@ class FaultProxy:
                 return
         self.counts[key] += len(data)
         if key == 'to_servos':
-            self.last_to_servos = time.monotonic()
-            self.deliveries.append((self.last_to_servos, len(data)))
+            self.last_to_servos = t_pass
+            self.deliveries.append((t_pass, len(data)))
 
     def _pass(self, key, data):
         with self._relay:

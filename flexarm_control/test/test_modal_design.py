@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from flexarm_control.laws.modal import ModalLQR, closed_loop_radius
+from flexarm_control.laws.modal import ModalLQR, closed_loop_radius, remembering_designs
 from flexarm_control.laws.tip_tracking import TipTracking
 from flexarm_control.moves import perturbed_model
 from flexarm_sim.arms import resolve_arm, shipped_arms
@@ -69,7 +69,7 @@ def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_desig
         rt = ControllerRuntime(kind, model, dict(cconfig.TABLES[kind].defaults(), rate=1 / DT))
         assert rt.input_delay == pytest.approx(2 * DT) and rt.law.input_delay == pytest.approx(2 * DT)
         qs = _configurations(model)
-        _memo(rt.law)
+        remembering_designs(rt.law)
         # tip_tracking (robust design): 0-8 ms; modal (certainty-equivalent): 0-5 and 7 ms
         for d in np.arange(0.0, 0.0081, 0.001) if kind == 'tip_tracking' else [0.001 * k for k in (0, 1, 2, 3, 4, 5, 7)]:
             assert max(closed_loop_radius(rt.law, model, q, input_delay=d) for q in qs) < 1.0, (kind, d)
@@ -95,19 +95,6 @@ def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_desig
     np.testing.assert_allclose(np.array(mine), np.array(ref), rtol=1e-6, atol=1e-9)
 
 
-def _memo(law):
-    """The law with its design_delayed remembered per configuration (closed_loop_radius designs at every call)."""
-    design, cache = law.design_delayed, {}
-
-    def remembered(q):
-        key = tuple(np.round(np.asarray(q, dtype=float), 12))
-        if key not in cache:
-            cache[key] = design(q)
-        return cache[key]
-    law.design_delayed = remembered
-    return law
-
-
 def test_the_real_time_design_is_robust_to_payload_stiffness_modal_scale_and_delay(models):
     """The real-time design (two periods of delay, laws/modal.py "Robust delay design"), De Luca arm, start, middle
     and end of the standard move. The certainty-equivalent delayed LQR (robust=0) loses the payload x stiffness
@@ -127,7 +114,7 @@ def test_the_real_time_design_is_robust_to_payload_stiffness_modal_scale_and_del
     assert modal.input_delay == pytest.approx(2 * DT) and modal.robust == 0.0
     for kind, law_class in (('tip_tracking', TipTracking),):
         rt = ControllerRuntime(kind, model, dict(cconfig.TABLES[kind].defaults(), rate=1 / DT))
-        law = _memo(rt.law)
+        law = remembering_designs(rt.law)
         assert law.input_delay == pytest.approx(2 * DT) and law.robust == 1.0
         for d in np.arange(0.0, 0.0071, 0.001):
             worst = max(closed_loop_radius(law, p, q, input_delay=d) for p in corners for q in qs)
@@ -138,7 +125,7 @@ def test_the_real_time_design_is_robust_to_payload_stiffness_modal_scale_and_del
         for q in qs:
             worst = min(_closed_loop_damping(law, model, q), key=lambda m: m[1])
             assert worst[1] >= 0.01, (kind, q, worst)
-        ce = _memo(law_class(model, dt=DT, input_delay=2 * DT, robust=0.0))
+        ce = remembering_designs(law_class(model, dt=DT, input_delay=2 * DT, robust=0.0))
         assert max(closed_loop_radius(ce, perturbed_model(model.spec, 1.2, 0.85), q) for q in qs) > 1.005
         assert max(closed_loop_radius(ce, model, q, 1.15) for q in qs) > 1.0
 

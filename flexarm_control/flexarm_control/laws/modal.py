@@ -701,6 +701,21 @@ class ModalLQR(ControlLaw):
                 self.xi = self._xi_prev                 # conditional integration: freeze the integrator
 
 
+def remembering_designs(law):
+    """The law, its design_delayed remembered per joint configuration (for analyses that query one configuration many
+    times: closed_loop_radius designs at every call, a robust delayed design takes ~0.3 s). Offline use only: the
+    remembered designs ignore later changes of the law's weights."""
+    design, cache = law.design_delayed, {}
+
+    def remembered(q):
+        key = tuple(np.round(np.asarray(q, dtype=float), 12))
+        if key not in cache:
+            cache[key] = design(q)
+        return cache[key]
+    law.design_delayed = remembered
+    return law
+
+
 def closed_loop_radius(law, plant, q, modal_scale=1.0, input_delay=None):
     """Spectral radius of the sampled closed loop of `plant` (linearized in static equilibrium at joint angles q)
     under the law's linear feedback at q, the fed-back modal coordinates and rates scaled by `modal_scale`, the
