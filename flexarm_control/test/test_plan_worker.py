@@ -51,3 +51,37 @@ def test_the_process_plans_what_the_law_plans_refuses_what_it_refuses_and_surviv
         proc = w._proc
         w.stop()
     assert proc.returncode == 0                                   # stopped by the parent: a clean exit
+
+
+def test_a_busy_process_is_stopped_at_once(law):
+    """Stopped while it plans (a controller's SIGINT mid-plan), the process is terminated after STOP_GRACE_S instead
+    of being waited for: the controller's exit waited for the plan before (2.5 s once under load)."""
+    import threading
+    import time
+
+    from flexarm_control.controller.plan_worker import STOP_GRACE_S
+    z0, zd0 = law.desired_state(0.0)
+    q0 = z0[law.qi]
+    move = PointToPoint(q0, q0 + math.pi / 6, 2.0, 1.0)
+    w = PlanWorker(law.plan_job())
+    w.plan(move, 0.2, z0, zd0)                                    # ready: its model built, its kernels loaded
+    proc = w._proc
+    errors = []
+    busy = threading.Thread(target=lambda: _plan_expecting_failure(w, move, z0, zd0, errors), daemon=True)
+    busy.start()
+    time.sleep(0.2)                                               # planning now (~1 s of CPU)
+    assert proc.poll() is None
+    t0 = time.monotonic()
+    w.stop()
+    took = time.monotonic() - t0
+    busy.join(5.0)
+    assert proc.returncode == -signal.SIGTERM and took < STOP_GRACE_S + 1.0, (proc.returncode, took)
+    assert not busy.is_alive() and errors == ['PlanningProcessError'], errors
+
+
+def _plan_expecting_failure(w, move, z0, zd0, errors):
+    try:
+        w.plan(move, 0.2, z0, zd0)
+        errors.append('planned')
+    except PlanningProcessError:
+        errors.append('PlanningProcessError')

@@ -13,7 +13,8 @@ spawn would), framed by multiprocessing.connection. The parent sends the job (`T
 dt and options - the worker builds the same ArmModel, its kernels from numba's cache), then per move (reference,
 t_now, z0, zd0), and receives ('plan', Plan), ('refused', reason) for a move that cannot be planned
 (planning.PlanError) or ('failed', repr) for anything else. The worker plans with the law's own `plan_with`, ignores
-SIGINT (the parent stops it by sending None; when the parent dies its pipe closes) and exits without a traceback.
+SIGINT (the parent stops it by sending None, and terminates it if it is busy; when the parent dies its pipe closes)
+and exits without a traceback.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from multiprocessing.connection import Connection
 
 NICE = 10                    # the worker's niceness increment: the control loop before the planner
 START_TIMEOUT_S = 120.0      # s for a worker to import and build its model (a cold numba cache compiles)
+STOP_GRACE_S = 0.1           # s a busy worker has to exit on its own when stopped (it is terminated after)
 
 
 class PlanningProcessError(RuntimeError):
@@ -80,6 +82,8 @@ class PlanWorker:
         self._conn = None
         self._send_conn = None
         self._lock = threading.Lock()
+        self._ready = False
+        self._busy = False                  # a plan() call is waiting for its answer
         self.starts = 0
 
     def start(self):
@@ -103,30 +107,38 @@ class PlanWorker:
             self.starts += 1
             self._send_conn.send(self._job)
 
-    def _receive(self, timeout):
-        if not self._conn.poll(timeout):
-            raise PlanningProcessError(f'no answer from the planning process within {timeout:g} s')
+    @staticmethod
+    def _receive(conn, timeout):
         try:
-            return self._conn.recv()
-        except (EOFError, OSError) as e:
+            if not conn.poll(timeout):
+                raise PlanningProcessError(f'no answer from the planning process within {timeout:g} s')
+            return conn.recv()
+        except (EOFError, OSError) as e:                 # exited, or stopped meanwhile (the pipe closed)
             raise PlanningProcessError(f'the planning process exited ({e!r})') from e
 
     def plan(self, reference, t_now, z0, zd0, timeout=600.0):
         """The Plan; planning.PlanError if the move cannot be planned, PlanningProcessError if the process failed
-        (the next call starts a new one)."""
+        or was stopped meanwhile (the next call starts a new one)."""
         from ..planning import PlanError
         self.start()
+        with self._lock:
+            send, conn = self._send_conn, self._conn
+            self._busy = True
         try:
+            if send is None:
+                raise PlanningProcessError('the planning process was stopped')
             if not self._ready:
-                kind, value = self._receive(START_TIMEOUT_S)
+                kind, value = self._receive(conn, START_TIMEOUT_S)
                 if kind != 'ready':
                     raise PlanningProcessError(value)
                 self._ready = True
-            self._send_conn.send((reference, t_now, z0, zd0))
-            kind, value = self._receive(timeout)
+            send.send((reference, t_now, z0, zd0))
+            kind, value = self._receive(conn, timeout)
         except (PlanningProcessError, BrokenPipeError, OSError) as e:
             self.stop()
             raise PlanningProcessError(str(e)) from e
+        finally:
+            self._busy = False
         if kind == 'plan':
             return value
         if kind == 'refused':
@@ -134,10 +146,14 @@ class PlanWorker:
         raise PlanningProcessError(value)
 
     def stop(self, timeout=5.0):
+        """End the process: an idle worker exits on the None it is sent (waited for up to `timeout`); one busy -
+        starting or planning, seconds of niced CPU on a loaded machine: the controller's exit on SIGINT waited for
+        it, 2.5 s once - is terminated at once: its plan is not wanted any more."""
         with self._lock:
             proc, self._proc = self._proc, None
             conns = (getattr(self, '_send_conn', None), self._conn)
             self._conn = self._send_conn = None
+            busy = self._busy or not self._ready
         if proc is None:
             return
         try:
@@ -145,10 +161,14 @@ class PlanWorker:
         except OSError:
             pass
         try:
-            proc.wait(timeout)
+            proc.wait(STOP_GRACE_S if busy else timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(1.0)
+            proc.terminate()                      # SIGTERM's default action: no Python code runs, no traceback
+            try:
+                proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(1.0)
         for c in conns:
             if c is not None:
                 c.close()
