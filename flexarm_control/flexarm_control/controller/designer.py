@@ -76,4 +76,6 @@ class GainDesigner:
                 continue
             self.law.install(key, design, gen)
             self.designed += 1
-            time.sleep((time.perf_counter() - t0) * (1.0 / DUTY - 1.0))
+            rest = (time.perf_counter() - t0) * (1.0 / DUTY - 1.0)
+            with self._cv:                  # stop() ends the rest at once (a loaded machine's rest lasts seconds)
+                self._cv.wait_for(lambda: not self._running, timeout=rest)
