@@ -240,7 +240,10 @@ def test_lockstep_recordings_are_the_same_every_run(ros_env, tmp_path):
                                  '/effort_controller/commands', '/flexarm/effort_command', '/flexarm/reference',
                                  '/diagnostics'} == set(a)
     for topic in set(a) - {'/diagnostics'}:
-        assert len(a[topic]) == len(b[topic]) and a[topic] == b[topic], topic
+        first = next((k for k, (x, y) in enumerate(zip(a[topic], b[topic])) if x != y), None)
+        assert len(a[topic]) == len(b[topic]) and first is None, (
+            f'{topic}: {len(a[topic])} / {len(b[topic])} messages, first difference at message {first}; messages '
+            f'per topic {[(t, len(a[t]), len(b[t])) for t in sorted(a)]}')
     assert all(a.values()) and all('- history:' in m['offered_qos_profiles'] for m in meta.values())
     counts, states = _read_bag(tmp_path / 'run0.mcap')
     assert states[0].step == 0 and states[0].header.stamp.sec == 0 == states[0].header.stamp.nanosec
