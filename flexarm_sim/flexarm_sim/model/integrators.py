@@ -78,7 +78,7 @@ def linearized_eigenvalues(model, q=None, stops_engaged=False):
     (stiffness and damping) acting as well, as during a contact."""
     z0 = np.zeros(model.n_coords)
     z0[model.q_index] = model.spec.nominal_configuration if q is None else q
-    lin = linearize(model, z0)
+    lin = linearize(model, z0, coulomb_slope=True)          # the smoothed Coulomb friction's stiffness is real here
     K, D = lin.stiffness.copy(), lin.damping.copy()
     if stops_engaged:
         stop = model.data.joint_stop

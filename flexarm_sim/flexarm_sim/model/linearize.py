@@ -41,8 +41,14 @@ class Linearization:
         return A, B
 
 
-def linearize(model, z0, tau0=None, eps=1e-6) -> Linearization:
-    """Linearize J z'' = R about (z0, 0, tau0) by central differences of R."""
+def linearize(model, z0, tau0=None, eps=1e-6, coulomb_slope=False) -> Linearization:
+    """Linearize J z'' = R about (z0, 0, tau0) by central differences of R.
+
+    Coulomb friction, smoothed in the model as f_c tanh(qd / v_c) (arm_model.COULOMB_VELOCITY), has its steepest
+    slope f_c / v_c exactly at qd = 0: a fictitious viscous damping ~100x a joint's real one, gone as soon as the
+    joint moves faster than v_c (a calibrated De Luca file: elbow -4370 1/s in dqdd/dqd against -128 without it).
+    Designs (gains, estimators, shapers, modes) take it out (the default): for them Coulomb friction is a bounded
+    torque, not damping. coulomb_slope=True keeps it: the integration stiffness of the smoothed model (step sizes)."""
     N, n = model.n_coords, model.n_joints
     z0 = np.asarray(z0, dtype=float)
     tau0 = np.zeros(n) if tau0 is None else np.asarray(tau0, dtype=float)
@@ -59,6 +65,10 @@ def linearize(model, z0, tau0=None, eps=1e-6) -> Linearization:
         e = np.zeros(n)
         e[k] = 1.0
         B[:, k] = model.rhs(z0, zd0, tau0 + e) - model.rhs(z0, zd0, tau0)
+    if not coulomb_slope:
+        d = model.data
+        for j, qj in enumerate(model.q_index):
+            D[qj, qj] -= d.coulomb[j] / d.coulomb_velocity       # d/dqd of f_c tanh(qd / v_c) at qd = 0
     return Linearization(z0, tau0, model.mass_matrix(z0), K, D, B)
 
 
