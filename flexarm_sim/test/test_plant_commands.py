@@ -94,13 +94,19 @@ def test_due_commands_act_at_their_step_late_ones_at_once_and_the_queue_is_bound
     status, why = due.submit(9, 10, [float('nan'), 0.0], next_step=8)
     assert status == 'refused' and 'non-finite' in why and due.rejected == 1
     assert due.submit(50, 10, [0.0, 0.0], next_step=8, at_once=True)[0] == 'now'
+    bounded = DueCommands([1.0, 1.0], max_ahead=100, max_late=50)   # a command 50 steps late still acts, 51 not
+    assert bounded.submit(50, 10, [0.1, 0.1], next_step=100)[0] == 'late'
+    status, why = bounded.submit(49, 10, [0.1, 0.1], next_step=100)
+    assert status == 'refused' and 'too late' in why and bounded.too_late == 1
+    assert bounded.counts()['stamped_too_late'] == 1
+    assert bounded.accepted == 1
     due.reset(not_before_ns=20)
     assert due.take(10 ** 6) is None                         # the queue forgotten
     status, why = due.submit(5, 19, [0.0, 0.0], next_step=1)
     assert status == 'refused' and 'before the last reset' in why and due.stale == 1
     assert due.submit(5, 20, [0.0, 0.0], next_step=1)[0] == 'queued'
     assert due.counts() == {'stamped_on_time': 3, 'stamped_late': 1, 'stamped_max_late_steps': 5,
-                            'stamped_far_ahead': 1, 'stamped_stale': 1}
+                            'stamped_far_ahead': 1, 'stamped_stale': 1, 'stamped_too_late': 0}
 
 
 def _realtime_plant(**over):

@@ -178,15 +178,19 @@ class DueCommands(_CheckedCommands):
 
     `submit(step, stamp_ns, values, next_step)`, `next_step` the step the plant integrates next: L > next_step is
     queued until it is due (`take`); L <= next_step is late: it is to act at once (returned as such, counted, its
-    lateness in steps kept) - the transport took longer than the delay the controller designed for. Bounded: L more
-    than `max_ahead` steps ahead is refused (counted `far`); `reset(not_before_ns)` forgets the queue and refuses a
+    lateness in steps kept) - the transport took longer than the delay the controller designed for - unless it is
+    more than `max_late` steps late (refused, counted `too_late`: computed from a state older than any law is designed
+    for, it would act as if fresh; the watchdog holds the arm instead). Bounded: L more than `max_ahead` steps ahead
+    is refused (counted `far`); `reset(not_before_ns)` forgets the queue and refuses a
     command computed from a state stamped before the reset (`stale`: its step counts from before the reset).
     Values: the one rule (clamped to +-limits). Any thread."""
 
-    def __init__(self, limits, max_ahead: int):
+    def __init__(self, limits, max_ahead: int, max_late: int = 10 ** 9):
         self.lock = threading.Lock()
         self._init_checked(limits, self.lock)
         self.max_ahead = int(max_ahead)
+        self.max_late = int(max_late)
+        self.too_late = 0
         self._buf = {}
         self.not_before_ns = 0
         self.on_time = 0
@@ -209,6 +213,10 @@ class DueCommands(_CheckedCommands):
                 self.far += 1
                 return 'refused', (f'far ahead: step {step}, the plant integrates step {next_step} next (at most '
                                    f'{self.max_ahead} steps ahead are kept)')
+            if not at_once and next_step - step > self.max_late:
+                self.too_late += 1
+                return 'refused', (f'too late: for step {step}, the plant integrates step {next_step} next (at most '
+                                   f'{self.max_late} steps late are applied)')
             self._accept(clamped)
             if at_once:
                 return 'now', eff
@@ -242,5 +250,6 @@ class DueCommands(_CheckedCommands):
     def counts(self) -> dict:
         with self.lock:
             return {'stamped_on_time': self.on_time, 'stamped_late': self.late,
-                    'stamped_max_late_steps': self.max_late_steps, 'stamped_far_ahead': self.far,
+                    'stamped_max_late_steps': self.max_late_steps, 'stamped_too_late': self.too_late,
+                    'stamped_far_ahead': self.far,
                     'stamped_stale': self.stale}

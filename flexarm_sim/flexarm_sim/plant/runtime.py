@@ -64,6 +64,10 @@ from .servo import RELEASE_S, JointServo, WatchdogHold
 
 RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
 MAX_COMMAND_AHEAD_S = 0.1     # s: a stamped command for a step further ahead is refused (a controller's input_delay <= 0.1 s)
+# s: a stamped command for a step further past is refused - computed from a state older than any law's design (the
+# hold law's: 30 ms), it would act as fresh (a controller starved of CPU answered states 1 s old in bursts: the
+# plant applied each at once, between watchdog holds, and the De Luca elbow went to its stop)
+MAX_COMMAND_LATE_S = 0.05
 IDLE_PERIOD = 0.05        # s wall: loop period while paused / diverged / waiting (outputs keep flowing)
 
 
@@ -95,7 +99,8 @@ class PlantRuntime:
         limits = np.array(values['effort_limits'], dtype=float)
         self.gate = CommandGate(limits, values['command_timeout'])
         self.inbox = LockstepInbox(limits)
-        self.due = DueCommands(limits, int(math.ceil(MAX_COMMAND_AHEAD_S * self.rate)))
+        self.due = DueCommands(limits, int(math.ceil(MAX_COMMAND_AHEAD_S * self.rate)),
+                               int(math.ceil(MAX_COMMAND_LATE_S * self.rate)))
         self._stamped_at = None                 # plant time of the last stamped command taken (realtime/simtime)
         self.unstamped_superseded = 0
         self.n_position_rejected = 0
