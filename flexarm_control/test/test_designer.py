@@ -23,7 +23,7 @@ class SlowLaw:
 
 
 def test_cells_are_designed_at_the_duty_cycle_and_stop_ends_the_rest_at_once():
-    law = SlowLaw(0.15)
+    law = SlowLaw(0.5)                            # rests 1 s after each design (DUTY 1/3)
     d = GainDesigner(law)
     d.start()
     try:
@@ -33,10 +33,11 @@ def test_cells_are_designed_at_the_duty_cycle_and_stop_ends_the_rest_at_once():
             time.sleep(0.005)
         took = time.monotonic() - t0
         assert law.installed == {(0,): 'design (0,)', (1,): 'design (1,)'}
-        # the second design waited for the first's rest: (1/DUTY - 1) x its 0.15 s
-        assert took >= 0.15 + 0.15 * (1 / DUTY - 1) + 0.15 - 0.02, took
+        # the second design waited for the first's rest: (1/DUTY - 1) x its 0.5 s
+        assert took >= 0.5 + 0.5 * (1 / DUTY - 1) + 0.5 - 0.02, took
     finally:
         t_stop = time.monotonic()
-        d.stop()                                   # in the second design's rest (0.3 s)
+        d.stop()                                   # in the second design's rest (1 s)
         stopped_in = time.monotonic() - t_stop
-    assert not d._thread.is_alive() and stopped_in < 0.1, stopped_in
+    rest = 0.5 * (1 / DUTY - 1)
+    assert not d._thread.is_alive() and stopped_in < 0.5 * rest, stopped_in    # not slept out (0.30 s of 0.3 before)

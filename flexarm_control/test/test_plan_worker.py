@@ -75,7 +75,9 @@ def test_a_busy_process_is_stopped_at_once(law):
     w.stop()
     took = time.monotonic() - t0
     busy.join(5.0)
-    assert proc.returncode == -signal.SIGTERM and took < STOP_GRACE_S + 1.0, (proc.returncode, took)
+    # terminated (not exited on its own after finishing the plan: returncode 0); well within the 5 s an idle
+    # worker is given
+    assert proc.returncode == -signal.SIGTERM and took < STOP_GRACE_S + 2.0, (proc.returncode, took)
     assert not busy.is_alive() and errors == ['PlanningProcessError'], errors
 
 
