@@ -1,29 +1,83 @@
-"""Designing gain-schedule cells ahead of use, in a thread of their own (real time).
+"""Designing gain-schedule cells ahead of use (real time): a thread per scheduled law, the designs in a process.
 
-A scheduled law (laws.modal.ModalLQR with `design_on_demand` False) never designs inside a control call: it lists
-the cells it lacks in `law.wanted` and uses the nearest designed cell meanwhile; the designer designs them (and the
-cells a new reference will visit, `request`) with the law's pure `design_cell` and installs them.
+A scheduled law (laws.modal.ModalLQR, controller.safe_mode.SafeHoldLaw, with `design_on_demand` False) never designs
+inside a control call: it lists the cells it lacks in `law.wanted` and uses the nearest designed cell meanwhile; its
+GainDesigner designs them (and the cells a new reference will visit, `request`) and installs them.
+
+The design itself is the law's pure `design_cell`, computed by a DesignWorker: a process of its own (worker.py),
+shared by a controller's laws, that builds each law again from its `design_recipe()` - (class, constructor keyword
+arguments) such that `cls(load_model(spec), **kwargs).design_cell(key)` equals `law.design_cell(key)` - and designs
+the cells asked for. The thread only waits for it (in a pipe read, without the interpreter lock). Without a worker,
+or after WORKER_FAILURES consecutive failures of its process, the thread designs itself, at most DUTY of the time.
 """
 from __future__ import annotations
 
 import threading
 import time
 
-# the designer computes at most this fraction of the time (it holds the interpreter lock the state thread needs: at
-# full speed a robust cell design, ~45 ms of CPU, left the De Luca controller's state thread 1000-3000 states behind)
+from .worker import WorkerProcess, WorkerProcessError
+
+# designing in the thread, the designer computes at most this fraction of the time (it holds the interpreter lock the
+# state thread needs: at full speed a robust cell design, ~45 ms of CPU, left the De Luca controller's state thread
+# 1000-3000 states behind)
 DUTY = 1.0 / 3.0
+WORKER_FAILURES = 3          # consecutive process failures after which a designer designs in its own thread
+
+
+def design_server(spec):
+    """The worker's request handler (worker.py): (name, generation, recipe or None, key) -> ('design', design);
+    the recipe of (name, generation) comes with the first request of that generation."""
+    from flexarm_sim.model import load_model
+    model = load_model(spec)
+    laws = {}
+
+    def handle(request):
+        name, generation, recipe, key = request
+        if recipe is not None:
+            cls, kwargs = recipe
+            laws[name] = (generation, cls(model, **kwargs))
+        have = laws.get(name)
+        if have is None or have[0] != generation:
+            return 'failed', f'no design recipe of {name} generation {generation}'
+        return 'design', have[1].design_cell(key)
+    return handle
+
+
+class DesignWorker(WorkerProcess):
+    """The design process of a controller's scheduled laws (all on one arm, `spec`)."""
+
+    def __init__(self, spec):
+        super().__init__(f'{__name__}:design_server', spec, 'gain design')
+        self._recipes = {}                    # name -> the generation the current process has the recipe of
+
+    def on_start(self):
+        self._recipes = {}
+
+    def design(self, name, law, key, generation):
+        """law.design_cell(key) of `law`'s weights of `generation`, computed by the process."""
+        with self._call_lock:
+            self.start()                          # a new process (on_start) has no recipe yet
+            recipe = law.design_recipe() if self._recipes.get(name) != generation else None
+            kind, value = self.call((name, generation, recipe, key))
+            if kind != 'design':
+                raise RuntimeError(value)
+            self._recipes[name] = generation
+        return value
 
 
 class GainDesigner:
-    def __init__(self, law, log=None):
+    def __init__(self, law, log=None, worker: DesignWorker | None = None, name=None):
         self.law = law
         self.log = log
+        self.worker = worker if hasattr(law, 'design_recipe') else None
+        self.name = name or getattr(law, 'name', 'law')
         self._cv = threading.Condition()
         self._queue = []
         self._running = False
         self._thread = None
         self.designed = 0
         self.failures = 0
+        self.worker_failures = 0           # consecutive failures of the design process
 
     def request(self, keys):
         with self._cv:
@@ -38,15 +92,21 @@ class GainDesigner:
 
     def start(self):
         self._running = True
-        self._thread = threading.Thread(target=self._loop, name='gain-designer', daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f'gain-designer-{self.name}', daemon=True)
         self._thread.start()
 
-    def stop(self):
+    def stop(self, join=True):
+        """End the thread (a design in its thread is finished first; one the process computes is abandoned when the
+        owner stops the process - stop(join=False) first, then the worker, then join())."""
         self._running = False
         with self._cv:
             self._cv.notify_all()
+        if join:
+            self.join()
+
+    def join(self, timeout=2.0):
         if self._thread is not None:
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=timeout)
 
     def _next(self):
         with self._cv:
@@ -60,22 +120,44 @@ class GainDesigner:
                 self._cv.wait(0.05)
         return None
 
+    def _design(self, key, gen):
+        """(design, seconds of this thread's computing) of cell `key`."""
+        if self.worker is not None and self.worker_failures < WORKER_FAILURES:
+            try:
+                design = self.worker.design(self.name, self.law, key, gen)
+                self.worker_failures = 0
+                return design, 0.0
+            except WorkerProcessError as e:
+                if not self._running:
+                    raise
+                self.worker_failures += 1
+                if self.log is not None:
+                    last = self.worker_failures >= WORKER_FAILURES
+                    self.log('error' if last else 'warn', f'the gain design process failed ({e}): cell {key} '
+                             'designed in the controller' + (f', and every cell from now on (at most {DUTY:.0%} of '
+                                                             'the time)' if last else ''))
+        t0 = time.perf_counter()
+        design = self.law.design_cell(key)
+        return design, time.perf_counter() - t0
+
     def _loop(self):
         while self._running:
             key = self._next()
             if key is None:
                 return
             gen = self.law.generation
-            t0 = time.perf_counter()
             try:
-                design = self.law.design_cell(key)
+                design, busy = self._design(key, gen)
+            except WorkerProcessError:          # stopped meanwhile
+                return
             except Exception as e:  # noqa: BLE001 - the law keeps using its nearest cell; reported in diagnostics
                 self.failures += 1
-                if self.log:
+                if self.log is not None:
                     self.log('warn', f'gain design of cell {key} failed: {e!r}')
                 continue
             self.law.install(key, design, gen)
             self.designed += 1
-            rest = (time.perf_counter() - t0) * (1.0 / DUTY - 1.0)
-            with self._cv:                  # stop() ends the rest at once (a loaded machine's rest lasts seconds)
-                self._cv.wait_for(lambda: not self._running, timeout=rest)
+            if busy > 0.0:
+                rest = busy * (1.0 / DUTY - 1.0)
+                with self._cv:                  # stop() ends the rest at once (a loaded machine's rest lasts seconds)
+                    self._cv.wait_for(lambda: not self._running, timeout=rest)

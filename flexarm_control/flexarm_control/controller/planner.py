@@ -65,7 +65,7 @@ class ReferencePlanner:
         with self._cv:
             self._cv.notify_all()
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.close()      # a plan in progress is abandoned; the thread cannot start another process
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None

@@ -30,7 +30,7 @@ from ..laws import PointToPoint, make_shaper, model_modes
 from ..laws.pd import gain_vector
 from ..laws.reference import ReferenceLimits, move_target
 from . import config
-from .designer import GainDesigner
+from .designer import DesignWorker, GainDesigner
 from .kinds import law_class
 from .planner import ReferencePlanner
 from .safe_mode import BlendedReferences, Envelope, SafeHoldLaw, SafeMode
@@ -72,8 +72,10 @@ class ControllerRuntime:
         self.max_state_age = self.input_delay + 2.0 / self.rate if age is DERIVED else age
         self.law.references = BlendedReferences.adopt(self.law.references)   # + the offset of a return
         self.limits = ReferenceLimits(model, 1.0 / self.rate)
-        self.designer = (GainDesigner(self.law, self.log) if (hasattr(self.law, 'design_cell') and not self.lockstep)
-                         else None)
+        # real time: the scheduled laws' cells designed ahead, in a process of their own (designer.py)
+        self.design_worker = None if self.lockstep else DesignWorker(model.spec)
+        self.designer = (GainDesigner(self.law, self.log, self.design_worker)
+                         if (hasattr(self.law, 'design_cell') and not self.lockstep) else None)
         if self.designer is not None:
             self.law.prefetch([model.spec.nominal_configuration])  # the first cells, before any state
         # laws that plan their references (tip_tracking): the planner (lock-step at once, real time in a thread)
@@ -88,7 +90,7 @@ class ControllerRuntime:
             if self.planner is not None:                           # within a plan the hold law follows it
                 self.fallback.plan_law = self.law
                 self.fallback.ff_lead = self.input_delay
-            self.hold_designer = GainDesigner(self.fallback, self.log)
+            self.hold_designer = GainDesigner(self.fallback, self.log, self.design_worker)
             self.safe = SafeMode(self.law, self.fallback, self.law.references, values, self.max_state_age, self.log)
             self.safe.on_switch = lambda mode, t: self._design_ahead(self.law.references.blend)
         self.states_skipped = 0
@@ -107,14 +109,24 @@ class ControllerRuntime:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self):
-        for d in (self.designer, self.hold_designer, self.planner):
+        designers = [d for d in (self.designer, self.hold_designer) if d is not None]
+        if designers:
+            self.design_worker.start()      # importing and building the model meanwhile
+        for d in designers + [self.planner]:
             if d is not None:
                 d.start()
 
     def stop(self):
-        for d in (self.designer, self.hold_designer, self.planner):
-            if d is not None:
-                d.stop()
+        """End the designers and the planner at once (a design or plan in progress is abandoned)."""
+        designers = [d for d in (self.designer, self.hold_designer) if d is not None]
+        for d in designers:
+            d.stop(join=False)
+        if self.design_worker is not None:
+            self.design_worker.close()
+        for d in designers:
+            d.join()
+        if self.planner is not None:
+            self.planner.stop()
 
     @property
     def safe_mode(self) -> bool:
@@ -324,6 +336,10 @@ class ControllerRuntime:
              'stale': stale, 'lockstep': self.lockstep}
         if self.designer is not None:
             v.update(gain_cells_designed=self.designer.designed, gain_design_failures=self.designer.failures)
+        if self.hold_designer is not None:
+            v.update(hold_cells_designed=self.hold_designer.designed, hold_design_failures=self.hold_designer.failures)
+        if self.design_worker is not None and (self.designer or self.hold_designer):
+            v.update(gain_design_process_starts=self.design_worker.starts)
         v.update(self.safe.diagnostics() if self.safe is not None else {'safe_mode': 'off', 'safe_mode_entries': 0})
         end = self.command_end()
         if end is not None:

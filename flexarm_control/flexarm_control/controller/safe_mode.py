@@ -356,6 +356,11 @@ class SafeHoldLaw(ControlLaw):
         self.n_designs += 1
         return d
 
+    def design_recipe(self):
+        """(class, keyword arguments) that build a law of the same designs (controller/designer.py)."""
+        return type(self), dict(envelope=self.envelope, schedule_step=self.schedule_step, dt=self.dt,
+                                effort_limit=self.effort_limit.copy())
+
     def install(self, key, design, generation):
         self._cache[key] = design
 

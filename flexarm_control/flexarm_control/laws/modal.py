@@ -97,8 +97,8 @@ reference as in real time, 62 mm certainty-equivalent) and over DDS in real time
 of one (joint 1 2.7 rad off its reference): the modal law keeps the certainty-equivalent design
 (`robust_delay_design` = 0; its corners stay unstable, radius 1.0078), tip_tracking designs robustly (1). A design
 costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
-a cell on the idle machine against 10 ms, 29 cells for the standard move; in the controller's designer thread it
-competes for the interpreter lock with the state thread: controller/designer.py limits its duty cycle); a noise that cannot be mean-square stabilized (or a
+a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
+niced process of their own, controller/designer.py); a noise that cannot be mean-square stabilized (or a
 failing Riccati solve) leaves the last gain found and is counted (`robust_unconverged`).
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
@@ -591,8 +591,17 @@ class ModalLQR(ControlLaw):
         """The design of one grid cell (pure: no state of the law changes except the design count)."""
         return self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
 
+    def design_recipe(self):
+        """(class, keyword arguments): `cls(load_model(self.model.spec), **kwargs).design_cell(key)` equals
+        `self.design_cell(key)` for the weights in force (a design process builds the law with it,
+        controller/designer.py)."""
+        kw = dict(self._requested, dt=self.dt, input_delay=self.input_delay, effort_limit=self.effort_limit.copy(),
+                  robust=self.robust, damping_floor=self.damping_floor, discrete=self.discrete,
+                  integral=self.integral)
+        return type(self), kw
+
     def install(self, key, design, generation):
-        """Store a cell designed elsewhere (a designer thread); ignored if the weights changed meanwhile."""
+        """Store a cell designed elsewhere (a designer); ignored if the weights changed meanwhile."""
         if generation == self._generation:
             self._cache[key] = design
 
