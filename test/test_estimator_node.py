@@ -67,8 +67,21 @@ class Client:
             for name, p in self.procs.items():
                 if p.poll() is not None:
                     raise AssertionError(f'{name} exited ({p.returncode}): {p.stderr.read()[-3000:]}')
-        raise AssertionError(f'timed out waiting for {what}; diagnostics: '
-                             f'{ {k: v[-1].get("message") for k, v in self.diags.items()} }')
+        raise AssertionError(f'timed out waiting for {what}; diagnostics (each status\'s messages in order, '
+                             f'repeats folded): {self.history()}')
+
+    def history(self):
+        """{status name: [message (times in a row)]}: what each node reported, in order (why a real-time run failed)."""
+        out = {}
+        for name, ds in self.diags.items():
+            seq = []
+            for d in ds:
+                if seq and seq[-1][0] == d.get('message'):
+                    seq[-1][1] += 1
+                else:
+                    seq.append([d.get('message'), 1])
+            out[name] = [f'{m} (x{n})' for m, n in seq[-12:]]
+        return out
 
     def publisher(self, msg_type, topic, subscribers=1):
         pub = self.node.create_publisher(msg_type, topic, self.qos)
@@ -203,10 +216,14 @@ def test_hardware_in_the_loop_modal_lqr_from_the_estimate(spawn, tmp_path, ros_e
     try:
         procs['bridge'] = spawn(['-m', 'flexarm_control.entry', 'hardware_bridge', '--ros-args', '--params-file',
                                  _params_file(tmp_path, 'hardware_bridge', bridge)])
+        # the estimator as hardware.launch.py starts it (the shipped file and hardware_estimator's overrides: the
+        # servos' measured torque as the prediction's input), the test's encoder timeout on top
+        from flexarm_bringup.bringup import hardware_estimator
+        est = hardware_estimator(arm, rate)[0]
         procs['state_estimator'] = start_node(
-            'state_estimator', ['--ros-args', '--params-file',
-                                _params_file(tmp_path, 'state_estimator', {
-                                    'arm': arm, 'rate': rate, 'sensors.encoders.timeout': 0.3})], ros_env)
+            'state_estimator', ['--ros-args', *[a for f in est.params_files for a in ('--params-file', f)],
+                                '--params-file', _params_file(tmp_path, 'state_estimator', dict(
+                                    est.overrides, **{'sensors.encoders.timeout': 0.3}))], ros_env)
         procs['modal'] = start_node('modal', ['--ros-args', '--params-file', _params_file(tmp_path, 'modal', {
             'arm': arm, 'rate': rate, 'state_topic': '/flexarm/state_estimate', 'state_timeout': 0.5,
             'safe_mode.max_state_age': 0.1})], ros_env)      # the estimator's hop on a loaded machine
