@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from flexarm_control.controller.plan_worker import PlanningProcessError, PlanWorker
+from flexarm_control.controller.worker import NICE
 from flexarm_control.controller.runtime import ControllerRuntime
 from flexarm_control.controller import config as cconfig
 from flexarm_control.laws import PointToPoint
@@ -31,6 +32,8 @@ def test_the_process_plans_what_the_law_plans_refuses_what_it_refuses_and_surviv
     w = PlanWorker(law.plan_job())
     try:
         plan = w.plan(move, 0.2, z0, zd0)
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, w.pid) == min(mine + NICE, 19)     # the control loop first
         same = law.plan_for(move, 0.2, z0, zd0)
         assert plan.t0 == same.t0 and plan.dt == same.dt
         for name in ('z', 'zd', 'tau', 'tip'):

@@ -4,10 +4,10 @@ A scheduled law (laws.modal.ModalLQR, controller.safe_mode.SafeHoldLaw, with `de
 inside a control call: it lists the cells it lacks in `law.wanted` and uses the nearest designed cell meanwhile; its
 GainDesigner designs them (and the cells a new reference will visit, `request`) and installs them.
 
-The design itself is the law's pure `design_cell`, computed by a DesignWorker: a process of its own (worker.py),
-shared by a controller's laws, that builds each law again from its `design_recipe()` - (class, constructor keyword
-arguments) such that `cls(load_model(spec), **kwargs).design_cell(key)` equals `law.design_cell(key)` - and designs
-the cells asked for. The thread only waits for it (in a pipe read, without the interpreter lock). Without a worker,
+The design itself is the law's pure `design_cell`, computed by a DesignWorker: a process of its own (worker.py; not
+niced: the cells are needed now), shared by a controller's laws, that builds each law again from its
+`design_recipe()` - (class, constructor keyword arguments) such that `cls(load_model(spec), **kwargs).design_cell(key)`
+equals `law.design_cell(key)` - and designs the cells asked for. The thread only waits for it (in a pipe read, without the interpreter lock). Without a worker,
 or after WORKER_FAILURES consecutive failures of its process, the thread designs itself, at most DUTY of the time.
 """
 from __future__ import annotations
@@ -47,7 +47,8 @@ class DesignWorker(WorkerProcess):
     """The design process of a controller's scheduled laws (all on one arm, `spec`)."""
 
     def __init__(self, spec):
-        super().__init__(f'{__name__}:design_server', spec, 'gain design')
+        # not niced: the cells are needed now (worker.py docstring)
+        super().__init__(f'{__name__}:design_server', spec, 'gain design', nice=0)
         self._recipes = {}                    # name -> the generation the current process has the recipe of
 
     def on_start(self):

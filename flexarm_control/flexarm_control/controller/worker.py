@@ -6,8 +6,12 @@ controller's process they competed with the state thread for the interpreter and
 CPU: measured over DDS with the planner in a thread, the states were answered every 8-16 ms for the 2-3 s of planning,
 and the holding law (designed for one 2 ms period) pumped the De Luca elbow mode from 0.4 to 16 rad/s in 75 ms - the
 arm was lost before its move began; the designer thread, even at a third of the time, left the state thread 767-1776
-states behind per move. In a process of its own, niced by NICE, the computation holds no lock the state thread needs
-and yields the CPU to it; the thread that waits for it blocks in a pipe read, without the interpreter lock.
+states behind per move. In a process of its own the computation holds no lock the state thread needs; the thread
+that waits for it blocks in a pipe read, without the interpreter lock. A computation for later (a plan: the move
+starts after the pre-actuation lead) is niced by NICE and yields the CPU to the control loop; one the loop needs now
+(a gain cell: the law uses the nearest designed cell meanwhile) is not - niced by 10 beside two CPU hogs its share
+would be ~5 % of a core (scheduler weights 110 against 1024 a hog), and a move's 29 robust cells (~1.3 s of CPU)
+would take ~25 s instead of ~6 s.
 
 Protocol: two pipes to `python -m flexarm_control.controller.worker <fd in> <fd out> <module:server>` (a fresh
 interpreter: none of the parent's threads, locks or DDS participants, and the parent's __main__ is not re-run as
@@ -28,7 +32,7 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
-NICE = 10                    # the worker's niceness increment: the control loop before the computation
+NICE = 10                    # a worker's default niceness increment: the control loop before the computation
 START_TIMEOUT_S = 120.0      # s for a worker to import and build its model (a cold numba cache compiles)
 STOP_GRACE_S = 0.1           # s a busy worker has to exit on its own when stopped (it is terminated after)
 
@@ -37,9 +41,10 @@ class WorkerProcessError(RuntimeError):
     """The worker process failed, exited or was stopped (not: its computation refused the request)."""
 
 
-def _serve(conn_in, conn_out, server):
+def _serve(conn_in, conn_out, server, nice=NICE):
     try:
-        os.nice(NICE)
+        if nice:
+            os.nice(nice)
     except OSError:
         pass
     try:
@@ -80,8 +85,9 @@ class WorkerProcess:
 
     error = WorkerProcessError           # raised when the process fails (subclasses name their computation)
 
-    def __init__(self, server, job, what='worker'):
+    def __init__(self, server, job, what='worker', nice=NICE):
         self._server = server
+        self.nice = int(nice)
         self._job = job
         self.what = what
         self._proc = None
@@ -106,7 +112,7 @@ class WorkerProcess:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             try:
                 self._proc = subprocess.Popen([sys.executable, '-m', __name__, str(from_parent), str(to_parent),
-                                               self._server], pass_fds=(from_parent, to_parent), env=env,
+                                               self._server, str(self.nice)], pass_fds=(from_parent, to_parent), env=env,
                                               stdin=subprocess.DEVNULL, start_new_session=True)
             finally:
                 os.close(from_parent)
@@ -196,4 +202,5 @@ class WorkerProcess:
 
 if __name__ == '__main__':
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the parent decides when the worker stops
-    _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False), sys.argv[3])
+    _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False), sys.argv[3],
+           int(sys.argv[4]))
