@@ -7,8 +7,9 @@ GainDesigner designs them (and the cells a new reference will visit, `request`) 
 The design itself is the law's pure `design_cell`, computed by a DesignWorker: a process of its own (worker.py; not
 niced: the cells are needed now), shared by a controller's laws, that builds each law again from its
 `design_recipe()` - (class, constructor keyword arguments) such that `cls(load_model(spec), **kwargs).design_cell(key)`
-equals `law.design_cell(key)` - and designs the cells asked for. The thread only waits for it (in a pipe read, without the interpreter lock). Without a worker,
-or after WORKER_FAILURES consecutive failures of its process, the thread designs itself, at most DUTY of the time.
+equals `law.design_cell(key)` - and designs the cells asked for. The thread only waits for it (in a pipe read,
+without the interpreter lock). Without a worker, or after WORKER_FAILURES consecutive failures of its process, the
+thread designs itself, at most DUTY of the time.
 """
 from __future__ import annotations
 

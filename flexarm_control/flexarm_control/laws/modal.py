@@ -98,7 +98,7 @@ of one (joint 1 2.7 rad off its reference): the modal law keeps the certainty-eq
 (`robust_delay_design` = 0; its corners stay unstable, radius 1.0078), tip_tracking designs robustly (1). A design
 costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
 a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
-niced process of their own, controller/designer.py); a noise that cannot be mean-square stabilized (or a
+process of their own, controller/designer.py); a noise that cannot be mean-square stabilized (or a
 failing Riccati solve) leaves the last gain found and is counted (`robust_unconverged`).
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
