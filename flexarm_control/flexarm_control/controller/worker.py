@@ -112,7 +112,8 @@ class WorkerProcess:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             try:
                 self._proc = subprocess.Popen([sys.executable, '-m', __name__, str(from_parent), str(to_parent),
-                                               self._server, str(self.nice)], pass_fds=(from_parent, to_parent), env=env,
+                                               self._server, str(self.nice)],
+                                              pass_fds=(from_parent, to_parent), env=env,
                                               stdin=subprocess.DEVNULL, start_new_session=True)
             finally:
                 os.close(from_parent)
