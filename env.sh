@@ -18,6 +18,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # numba's on-disk cache of compiled kernels (start-up time).
 export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$_flexarm_root/.cache/numba}"
+# the controllers' gain-schedule cells, designed once (flexarm_control/controller/design_cache.py; "off" disables).
+export FLEXARM_CACHE_DIR="${FLEXARM_CACHE_DIR:-$_flexarm_root/.cache/flexarm}"
 if [ -n "${BASH_VERSION:-}" ]; then
     . "$_flexarm_root/install/setup.bash"
 elif [ -n "${ZSH_VERSION:-}" ]; then

@@ -75,16 +75,22 @@ def runtime():
 
 
 @pytest.mark.timeout(300)
-def test_the_process_designs_every_scheduled_law_exactly_as_the_law_and_follows_its_weights(runtime):
+def test_the_process_designs_every_scheduled_law_exactly_as_the_law_and_follows_its_weights(runtime, tmp_path,
+                                                                                          monkeypatch):
     """The design process rebuilds each law from its design_recipe: its designs equal the law's own to the last bit
     (the robust delayed tip_tracking design, and the safe mode's hold law), and after a weight change (a new
-    generation) the new weights'; killed, the next design starts a new process."""
+    generation) the new weights'; killed, the next design starts a new process. A cell asked for again (the same
+    weights) comes from the disk cache, equal to the bit; new weights are designed, not read."""
+    monkeypatch.setenv('FLEXARM_CACHE_DIR', str(tmp_path))
     law, hold = runtime.law, runtime.fallback
     assert law.robust > 0 and law.history > 0                  # the robust, delay-augmented design is exercised
     w = DesignWorker(law.model.spec)
     try:
         key = (2, -3)
         _same(w.design('law', law, key, law.generation), law.design_cell(key))
+        assert w.cache_hits == 0
+        _same(w.design('law', law, key, law.generation), law.design_cell(key))
+        assert w.cache_hits == 1
         # not niced: the cells are needed now (controller/worker.py)
         assert os.getpriority(os.PRIO_PROCESS, w.pid) == os.getpriority(os.PRIO_PROCESS, 0)
         hkey = (1, -1)
@@ -96,6 +102,7 @@ def test_the_process_designs_every_scheduled_law_exactly_as_the_law_and_follows_
             new = w.design('law', law, key, law.generation)
             _same(new, law.design_cell(key))
             assert not np.array_equal(new[0], old[0])          # the weights changed the gain
+            assert w.cache_hits == 1                           # designed: another recipe, another cache entry
         finally:
             law.set_gains(tip_max=tip_max)
         os.kill(w.pid, signal.SIGKILL)                         # a design process killed between designs
@@ -103,6 +110,9 @@ def test_the_process_designs_every_scheduled_law_exactly_as_the_law_and_follows_
             w.design('law', law, key, law.generation)
         _same(w.design('law', law, key, law.generation), old)  # a new process, the recipe sent to it again
         assert w.starts == 2
+        hits = w.cache_hits
+        _same(w.design('law', law, key, law.generation), old)  # asked again: from the cache
+        assert w.cache_hits == hits + 1
     finally:
         w.close()
 
@@ -144,10 +154,11 @@ def test_a_design_process_that_cannot_start_leaves_the_designer_designing_in_its
 
 
 @pytest.mark.timeout(300)
-def test_stopping_the_runtime_mid_design_ends_the_process_at_once():
+def test_stopping_the_runtime_mid_design_ends_the_process_at_once(monkeypatch):
     """A controller stopped while its process designs (SIGTERM at start-up: the first cells of the move) stops at
     once: the busy process is terminated (its return code is SIGTERM's), not waited for (the designer threads were
     joined for up to 2 s each before: 6.3 s to exit once)."""
+    monkeypatch.setenv('FLEXARM_CACHE_DIR', 'off')                    # designing, not reading earlier designs
     model = load_arm_model('deluca_two_link')[0]
     rt = ControllerRuntime('modal', model, dict(cconfig.TABLES['modal'].defaults(), rate=500.0, lockstep=False))
     rt.start()
@@ -165,3 +176,33 @@ def test_stopping_the_runtime_mid_design_ends_the_process_at_once():
     assert proc.returncode == -signal.SIGTERM, proc.returncode
     assert took < 2.0 + 1.0, took                                       # grace + terminate, far below the old joins
     assert not rt.hold_designer._thread.is_alive() and not rt.designer._thread.is_alive()
+
+
+def test_the_disk_cache_keys_on_arm_recipe_and_code_and_refuses_damaged_entries(runtime, tmp_path):
+    """design_cache.py: a design read back equals the one stored; another arm or other weights are other entries;
+    a truncated or altered entry is not unpickled (counted, None: designed again); an unwritable cache only counts."""
+    from flexarm_control.controller.design_cache import DesignCache
+    from flexarm_control.moves import perturbed_spec
+    law = runtime.fallback
+    spec, recipe = law.model.spec, law.design_recipe()
+    c = DesignCache(tmp_path, spec, recipe)
+    design = law.design_cell((0, 1))
+    assert c.get((0, 1)) is None and c.misses == 1
+    c.put((0, 1), design)
+    _same(DesignCache(tmp_path, spec, recipe).get((0, 1)), design)         # a later run: read back to the bit
+    assert DesignCache(tmp_path, spec, recipe).dir == c.dir
+    other_arm = perturbed_spec(spec, 1.2, 0.85)
+    cls, kw = recipe
+    assert len({c.dir, DesignCache(tmp_path, other_arm, recipe).dir,
+                DesignCache(tmp_path, spec, (cls, dict(kw, schedule_step=1.5 * kw['schedule_step']))).dir}) == 3
+    path = c._path((0, 1))
+    data = path.read_bytes()
+    for damaged in (data[:-7], data[:-1] + bytes([data[-1] ^ 1]), b'', b'junk'):
+        path.write_bytes(damaged)
+        fresh = DesignCache(tmp_path, spec, recipe)
+        assert fresh.get((0, 1)) is None and fresh.corrupt + fresh.misses == 1 and fresh.hits == 0
+    blocked = tmp_path / 'a_file'                         # a root that cannot hold directories (even for root)
+    blocked.write_text('x')
+    c2 = DesignCache(blocked, spec, recipe)
+    c2.put((0, 1), design)
+    assert c2.write_failures == 1 and c2.get((0, 1)) is None

@@ -8,7 +8,8 @@ The design itself is the law's pure `design_cell`, computed by a DesignWorker: a
 niced: the cells are needed now), shared by a controller's laws, that builds each law again from its
 `design_recipe()` - (class, constructor keyword arguments) such that `cls(load_model(spec), **kwargs).design_cell(key)`
 equals `law.design_cell(key)` - and designs the cells asked for. The thread only waits for it (in a pipe read,
-without the interpreter lock). Without a worker, or after WORKER_FAILURES consecutive failures of its process, the
+without the interpreter lock). The process keeps every design on disk (design_cache.py): a cell designed by an
+earlier run of the same arm, law and code is read, not designed. Without a worker, or after WORKER_FAILURES consecutive failures of its process, the
 thread designs itself, at most DUTY of the time.
 """
 from __future__ import annotations
@@ -26,21 +27,32 @@ WORKER_FAILURES = 3          # consecutive process failures after which a design
 
 
 def design_server(spec):
-    """The worker's request handler (worker.py): (name, generation, recipe or None, key) -> ('design', design);
-    the recipe of (name, generation) comes with the first request of that generation."""
+    """The worker's request handler (worker.py): (name, generation, recipe or None, key) -> ('design' or 'cached',
+    design); the recipe of (name, generation) comes with the first request of that generation. A law is built from
+    its recipe only when a cell is not in the disk cache."""
     from flexarm_sim.model import load_model
-    model = load_model(spec)
+    from .design_cache import DesignCache
+    model = load_model(spec)                  # (a spec that builds no model: the process cannot start)
     laws = {}
 
     def handle(request):
         name, generation, recipe, key = request
         if recipe is not None:
-            cls, kwargs = recipe
-            laws[name] = (generation, cls(model, **kwargs))
+            laws[name] = [generation, recipe, None, DesignCache.for_recipe(spec, recipe)]
         have = laws.get(name)
         if have is None or have[0] != generation:
             return 'failed', f'no design recipe of {name} generation {generation}'
-        return 'design', have[1].design_cell(key)
+        cache = have[3]
+        design = cache.get(key) if cache is not None else None
+        if design is not None:
+            return 'cached', design
+        if have[2] is None:
+            cls, kwargs = have[1]
+            have[2] = cls(model, **kwargs)
+        design = have[2].design_cell(key)
+        if cache is not None:
+            cache.put(key, design)
+        return 'design', design
     return handle
 
 
@@ -51,6 +63,7 @@ class DesignWorker(WorkerProcess):
         # not niced: the cells are needed now (worker.py docstring)
         super().__init__(f'{__name__}:design_server', spec, 'gain design', nice=0)
         self._recipes = {}                    # name -> the generation the current process has the recipe of
+        self.cache_hits = 0                   # cells read from the disk cache (design_cache.py), not designed
 
     def on_start(self):
         self._recipes = {}
@@ -61,8 +74,9 @@ class DesignWorker(WorkerProcess):
             self.start()                          # a new process (on_start) has no recipe yet
             recipe = law.design_recipe() if self._recipes.get(name) != generation else None
             kind, value = self.call((name, generation, recipe, key))
-            if kind != 'design':
+            if kind not in ('design', 'cached'):
                 raise RuntimeError(value)
+            self.cache_hits += kind == 'cached'
             self._recipes[name] = generation
         return value
 

@@ -339,7 +339,8 @@ class ControllerRuntime:
         if self.hold_designer is not None:
             v.update(hold_cells_designed=self.hold_designer.designed, hold_design_failures=self.hold_designer.failures)
         if self.design_worker is not None and (self.designer or self.hold_designer):
-            v.update(gain_design_process_starts=self.design_worker.starts)
+            v.update(gain_design_process_starts=self.design_worker.starts,
+                     gain_cells_from_disk_cache=self.design_worker.cache_hits)
         v.update(self.safe.diagnostics() if self.safe is not None else {'safe_mode': 'off', 'safe_mode_entries': 0})
         end = self.command_end()
         if end is not None:
