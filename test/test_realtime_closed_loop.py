@@ -32,6 +32,8 @@ def test_realtime_closed_loop_over_dds_stays_bounded(ros_env, controller):
     # the controller stamps each command for the step at which its design delay has passed; the plant applies it
     # there, or at once when it came later (how many are late is the machine's load: reported, not asserted)
     assert s['commands_on_time'] > 100 and s['commands_late'] >= 0, s
+    # where the plant's loop may be SCHED_FIFO (here: root), the controller's state thread is too, below it
+    assert s['controller_state_thread_fifo_priority'] == (40 if s['plant_loop_fifo_priority'] == 50 else 0), s
 
 
 UNLOADED_PEAK_TIP_M = 0.24     # lock-step / unloaded real time, modal law (the runner's demo figure: 0.235 m)

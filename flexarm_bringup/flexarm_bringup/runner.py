@@ -257,7 +257,7 @@ class Samples:
 class RunnerNode:
     """The runner's ROS side: collects FlexState and diagnostics, publishes the reference."""
 
-    def __init__(self, node, layout):
+    def __init__(self, node, layout, watch_commands=True):
         self.node = node
         self.layout = layout
         self.lock = threading.Lock()
@@ -282,8 +282,16 @@ class RunnerNode:
         self.plant_diags = 0          # plant diagnostics received
         self.states = 0               # distinct states received
         self.commands_seen = 0        # lock-step: stamped commands seen (the controller answers the held plant)
+        # only a held plant's readiness needs them: at the control rate through the executor they cost the runner
+        # ~30 % of a core, taken from the plant and the controller on a 2-core machine
         self.cmd_sub = node.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_command,
-                                                qos(10), raw=True)
+                                                qos(10), raw=True) if watch_commands else None
+
+    def stop_watching_commands(self):
+        """Readiness established: the stamped commands are no longer counted (their subscription is destroyed)."""
+        if self.cmd_sub is not None:
+            self.node.destroy_subscription(self.cmd_sub)
+            self.cmd_sub = None
 
     def _on_command(self, _data):
         self.commands_seen += 1
@@ -441,6 +449,9 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            'commands_on_time': _num(plant_diag.get('stamped_on_time')),
            'commands_late': _num(plant_diag.get('stamped_late')),
            'command_max_late_steps': _num(plant_diag.get('stamped_max_late_steps')),
+           # SCHED_FIFO priorities granted (0: normal scheduling) to the plant's loop and the controller's state thread
+           'plant_loop_fifo_priority': _num(plant_diag.get('loop_thread_fifo_priority')),
+           'controller_state_thread_fifo_priority': _num(controller_diag.get('state_thread_fifo_priority')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
            'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
            'controller_safe_mode_time_s': _num(controller_diag.get('safe_mode_time_s')),
@@ -632,7 +643,7 @@ def _run(args, progress, tmpdir):
     try:
         node = rclpy.create_node('flexarm_runner', namespace=ns)
         nodes.append(node)
-        runner = RunnerNode(node, layout)
+        runner = RunnerNode(node, layout, watch_commands=_held(args))
         runner.stride = int(round(args.rate / args.control_rate))
         spins.append(_Spinner(node))
         if args.record:
@@ -811,6 +822,7 @@ def _wait_ready(args, runner, procs, progress):
     while True:
         waiting = _not_ready(runner, args, procs)
         if not waiting:
+            runner.stop_watching_commands()
             progress.line(f'nodes ready after {time.monotonic() - t0:.1f} s')
             return None
         ex = procs.exited()

@@ -313,3 +313,25 @@ def test_reset_refuses_states_beyond_the_arm_and_the_model(deluca):
                                                       [0.99 * lm.omega[0] * amplitude, 0, 0, 0])):
         ok, why = rt.reset(False, *args)
         assert ok, why
+
+
+def test_simtime_never_catches_up_realtime_does(deluca):
+    """plant/runtime.py: a late realtime step runs back to back up to max_catchup_steps (the wall clock is the
+    plant's time); a late simtime step does not (simulated time owes the wall clock nothing: the real-time factor
+    drops under load instead of steps bursting ahead of the controller's answers), whatever the parameter says."""
+    from flexarm_sim.common.scheduler import FixedRateScheduler
+    from flexarm_sim.plant import config
+    from flexarm_sim.plant.runtime import PlantRuntime
+    for mode, expected in (('realtime', 7), ('simtime', 0)):
+        rt = PlantRuntime(deluca, config.resolved(dict(config.TABLE.defaults(), time_mode=mode,
+                                                       max_catchup_steps=7), deluca))
+        assert rt.sched.max_catchup == expected, mode
+        rt.apply(dict(rt.cfg, max_catchup_steps=9), changed=('max_catchup_steps',))
+        assert rt.sched.max_catchup == (9 if mode == 'realtime' else 0), mode
+    # what max_catchup 0 does: a step 3.5 periods late re-anchors (3 periods dropped), the next is due a period on
+    t = [0.0]
+    s = FixedRateScheduler(1e-3, max_catchup=0, clock=lambda: t[0], sleep=lambda dt: t.__setitem__(0, t[0] + dt))
+    s.start(0.0)
+    t[0] = 4.5e-3                                   # tick 1 was due at 1 ms
+    s.wait()
+    assert s.stats.overruns == 1 and s.stats.skipped == 3 and s.next_deadline == pytest.approx(5e-3)

@@ -40,6 +40,11 @@ COMMON = {
                       'step + 1) as well'),
     'event_driven': Param(True, boolean(),
                           'answer every state at once (false: a timer at `rate` uses the newest state)'),
+    'realtime_priority': Param(40, integer(lo=0, hi=99),
+                               'not lockstep: SCHED_FIFO priority of the thread that answers the states where '
+                               'permitted (CAP_SYS_NICE or an rtprio limit; refused -> warning), below the plant\'s '
+                               'loop (50): a CPU hog at normal priority then never delays a command; 0 = normal '
+                               'scheduling'),
     'input_delay': Param(DERIVED, float_range(lo=0.0, hi=0.1),
                          's of transport delay the gains are designed for; not set = one period 1/rate (modal, '
                          'tip_tracking: two, their widest stable band of actual delays - laws/modal.py; lockstep: 0)'),

@@ -114,7 +114,8 @@ class ControllerNode(Node):
         self._lock = threading.Lock()          # the runtime: hot thread (states) vs. executor (references, params)
         self.hot = HotSubscription(self, FlexState, self.params['state_topic'], qos(100 if self.lockstep else 1))
         self.hot_loop = HotLoop(self.hot, self._on_state, f'{kind}-states',
-                                on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'))
+                                on_error=lambda e: self.get_logger().error(f'state handling: {e!r}'),
+                                priority=0 if self.lockstep else self.params['realtime_priority'])
         self.create_subscription(JointTrajectory, names.REFERENCE, self._on_reference, qos(10), raw=True)
         # a second publisher beside this controller (commands) or beside the plant (states) is reported
         self.sources = graph.monitor(self, [names.EFFORT_COMMANDS]
@@ -161,6 +162,13 @@ class ControllerNode(Node):
     def start(self):
         self.rt.start()
         self.hot_loop.start()
+        prio = self.hot_loop.priority
+        if prio and self.hot_loop.priority_refused is None:
+            self.get_logger().info(f'state thread: SCHED_FIFO priority {prio}')
+        elif prio:
+            self.get_logger().warning(f'realtime_priority {prio} refused ({self.hot_loop.priority_refused}): normal '
+                                      'scheduling (grant CAP_SYS_NICE or an rtprio limit: a loaded machine then '
+                                      'delays the commands less)')
 
     def stop(self):
         self.hot_loop.stop()
@@ -281,7 +289,8 @@ class ControllerNode(Node):
         with self._lock:
             level, message, values = self.rt.diagnostics(self._stale)
         values = dict(values, arm_id=self.layout.arm_id, states_decoded_fast=self.decoder.fast,
-                      states_decoded_slow=self.decoder.slow)
+                      states_decoded_slow=self.decoder.slow,
+                      state_thread_fifo_priority=0 if self.hot_loop.priority_refused else self.hot_loop.priority)
         for mon in (self.sources, self.state_sources):
             _, why, more = graph.watch(self, mon, self.get_logger().warning)
             values.update(more)

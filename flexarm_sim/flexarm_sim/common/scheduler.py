@@ -16,9 +16,22 @@ accumulate into drift. Overrun policy (bounded catch-up, then skip and re-anchor
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 
 import numpy as np
+
+
+def set_thread_fifo(priority: int):
+    """Make the calling thread SCHED_FIFO at `priority` (Linux: pid 0 is this thread only). None when done, else why
+    it was refused (no CAP_SYS_NICE nor rtprio limit, or no such policy here); priority 0: nothing to do."""
+    if priority <= 0:
+        return None
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+        return None
+    except (OSError, AttributeError) as e:
+        return str(e) or type(e).__name__
 
 
 def set_timer_slack(ns: int = 1000) -> bool:

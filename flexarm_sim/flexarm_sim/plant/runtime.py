@@ -5,13 +5,15 @@ and lock-step loops, outputs and diagnostics. The ROS node (node.py) is an adapt
 Threads (start/stop): the loop thread (realtime/simtime: absolute deadlines, scheduler.py; lockstep: one control
 period per stamped command) calls the sink for /joint_states, /flexarm/state and /clock; a low-priority output
 thread computes the marker geometry (~30 Hz) and the diagnostics from snapshots. `timing.realtime_priority` puts
-the loop thread in SCHED_FIFO in realtime mode where permitted.
+the loop thread in SCHED_FIFO in realtime (and paced simtime) mode where permitted.
 
 Time modes:
 * realtime: one step per wall period; every stamp is the sample instant of the state, i.e. the wall-clock time
   of its tick's deadline (not the time the step happened to finish), so consecutive stamps are exactly one
   period apart unless periods were skipped.
 * simtime: stamps are simulated time (0 at start, never reset, frozen while paused); paced at real_time_factor.
+  A late step never catches up (simulated time owes the wall clock nothing): under load the factor achieved
+  drops, as Gazebo's does, instead of steps running back to back ahead of the controller's answers.
 * realtime and simtime take commands in two forms: unstamped (/effort_controller/commands, ros2_control's
   Float64MultiArray: acts from the next step after it arrives, whenever that is) and stamped
   (flexarm_msgs/JointEffortCommand: acts at the step it names, commands.DueCommands). A controller of this package
@@ -59,7 +61,7 @@ from ..sensors import SimulatedSensors
 from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
-from ..common.scheduler import FixedRateScheduler, set_timer_slack
+from ..common.scheduler import FixedRateScheduler, set_thread_fifo, set_timer_slack
 from .servo import RELEASE_S, JointServo, WatchdogHold
 
 RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
@@ -142,7 +144,7 @@ class PlantRuntime:
                                             self.mode == 'lockstep', values['publish_rates.state'])
         self._apply_rates(values)
         self._wall_period = self._period(values)
-        self.sched = FixedRateScheduler(self._wall_period, values['max_catchup_steps'],
+        self.sched = FixedRateScheduler(self._wall_period, self._catchup(values),
                                         spin_s=1e-6 * values['timing.spin_us'])
         self.sink = None
         self._threads = []
@@ -153,6 +155,10 @@ class PlantRuntime:
             rtf = v['real_time_factor']
             return 0.0 if rtf == 0 else 1.0 / (self.rate * rtf)
         return 1.0 / self.rate
+
+    def _catchup(self, v):
+        """Periods a late step may trail its deadline by and still catch up: realtime only (module docstring)."""
+        return v['max_catchup_steps'] if self.mode == 'realtime' else 0
 
     def _apply_rates(self, v):
         r = self.rate
@@ -181,7 +187,7 @@ class PlantRuntime:
         self._apply_rates(new)
         self.core.max_abs_position = new['divergence.max_abs_position']
         self.core.max_abs_velocity = new['divergence.max_abs_velocity']
-        self.sched.max_catchup = new['max_catchup_steps']
+        self.sched.max_catchup = self._catchup(new)
         if 'pause_at' in changed:
             self._pause_at_done = False
         self._wall_period = self._period(new)
@@ -530,13 +536,15 @@ class PlantRuntime:
     def _loop(self):
         set_timer_slack(1000)
         prio = self.cfg['timing.realtime_priority']
-        if prio > 0 and self.mode == 'realtime':     # not simtime: as fast as possible at SCHED_FIFO would hog a core
-            try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))   # this thread only
+        # realtime, and simtime paced at a real-time factor (it sleeps between steps too); not lock-step nor simtime
+        # as fast as possible: a SCHED_FIFO thread that never sleeps would hog a core
+        if prio > 0 and (self.mode == 'realtime' or (self.mode == 'simtime' and self._wall_period > 0)):
+            why = set_thread_fifo(prio)
+            if why is None:
                 self.loop_priority = prio
                 self._log('info', f'timing loop thread: SCHED_FIFO priority {prio}')
-            except (OSError, AttributeError) as e:
-                self._log('warn', f'timing.realtime_priority {prio} refused ({e}): normal scheduling '
+            else:
+                self._log('warn', f'timing.realtime_priority {prio} refused ({why}): normal scheduling '
                                   '(grant CAP_SYS_NICE or an rtprio limit for punctual steps)')
         try:
             if self.mode == 'lockstep':
@@ -646,6 +654,10 @@ class PlantRuntime:
                 continue
             if idle or sched.period != self._wall_period:
                 idle = False
+                if self.loop_priority and self._wall_period <= 0:     # simtime switched to as fast as possible
+                    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+                    self.loop_priority = 0
+                    self._log('info', 'timing loop thread: normal scheduling (real_time_factor 0: never sleeps)')
                 sched.period = self._wall_period
                 sched.start()
                 # wall clock of the monotonic schedule: stamps are the ticks' deadlines on the ROS (wall) clock

@@ -7,7 +7,8 @@ the subscription on the node itself (so `ros2 node info /plant` and rqt_graph sh
 names) in a callback group no executor ever waits on (`Detached`: rclpy's executors skip an entity whose group
 says it cannot execute), and `take(timeout)` blocks in rcl's wait on just this subscription (and a guard condition
 that `wake()` triggers), then takes the next message serialized. `HotLoop` runs a handler for every message in a
-thread.
+thread, optionally at a SCHED_FIFO priority (a controller's state thread: a CPU hog at normal priority cannot
+delay its answer; it blocks in rcl's wait between messages, so it never hogs a core).
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import threading
 from rclpy.callback_groups import CallbackGroup
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+from ..common.scheduler import set_thread_fifo
 
 
 class Detached(CallbackGroup):
@@ -91,14 +94,19 @@ class HotSubscription:
 class HotLoop:
     """A thread taking a HotSubscription's messages and calling handler(bytes) for each, until stop()."""
 
-    def __init__(self, hot: HotSubscription, handler, name: str, on_error=None):
+    def __init__(self, hot: HotSubscription, handler, name: str, on_error=None, priority: int = 0):
         self.hot, self.handler, self.on_error = hot, handler, on_error
+        self.priority = priority               # SCHED_FIFO priority asked for (0: normal scheduling)
+        self.priority_refused = None           # why the thread could not have it (None: granted or not asked)
+        self._started = threading.Event()
         self._running = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self):
+        """Start the thread; returns once it has its scheduling (priority_refused is then known)."""
         self._running = True
         self._thread.start()
+        self._started.wait(5.0)
 
     def stop(self):
         self._running = False
@@ -107,6 +115,8 @@ class HotLoop:
             self._thread.join(timeout=2.0)
 
     def _run(self):
+        self.priority_refused = set_thread_fifo(self.priority)
+        self._started.set()
         take = self.hot.take
         while self._running:
             data = take(0.2)
