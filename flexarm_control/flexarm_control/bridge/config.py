@@ -113,6 +113,12 @@ TABLE = ParamTable('hardware_bridge', {
     'baud_rate': Param(1000000, integer(choices=BAUD_RATES), 'bus baud rate; must match every servo'),
     'model': Param('XM430-W350', choice(tuple(sorted(ct.MODELS))), 'servo model (units, current limit)'),
     'loop_rate': Param(250.0, float_range(lo=10.0, hi=1000.0), 'Hz, read+write cycles per second (200-500 typical)'),
+    'realtime_priority': Param(0, integer(lo=0, hi=99),
+                               'SCHED_FIFO priority of the read+write loop thread where permitted (CAP_SYS_NICE or '
+                               'an rtprio limit; refused -> warning); 50 suits real servos (above the controllers\' '
+                               'state threads, 40). 0 = normal scheduling, the default: with the servo emulator on '
+                               'the same CPU a FIFO bridge starves it (the emulated-servo tests: 4 of 5 runs failed '
+                               'at 50, none of 4 at 0)'),
     'arm': Param('deluca_two_link', _string,
                  'arm description the servos drive (a shipped arm or a YAML path; its joints must be joint_names): '
                  'its arm_id must be given to ~/enable and tags /flexarm/state'),

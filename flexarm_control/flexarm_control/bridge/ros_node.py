@@ -42,7 +42,7 @@ from std_srvs.srv import Trigger
 
 from flexarm_msgs.msg import FlexState
 from flexarm_msgs.srv import Enable
-from flexarm_sim.common.scheduler import FixedRateScheduler, set_timer_slack
+from flexarm_sim.common.scheduler import FixedRateScheduler, set_thread_fifo, set_timer_slack
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
@@ -123,6 +123,7 @@ class BridgeNode(Node):
         self.create_timer(self.cfg['diagnostics_period'], self._publish_diagnostics)
         self._warn_last = 0.0
         self._running = False
+        self.loop_priority = 0              # SCHED_FIFO priority the loop thread got (0: normal scheduling)
         self._thread = threading.Thread(target=self._loop, name='bridge-loop', daemon=True)
         wd = self.cfg['bus_watchdog']
         self.get_logger().info(
@@ -190,6 +191,7 @@ class BridgeNode(Node):
         v = core.diagnostics()
         v['port'] = self.cfg['port']
         v['baud_rate'] = self.cfg['baud_rate']
+        v['loop_thread_fifo_priority'] = self.loop_priority
         st.values = [KeyValue(key=k, value=_fmt(x)) for k, x in v.items()]
         arr.status.append(st)
         for s in core.servo_status():
@@ -229,6 +231,14 @@ class BridgeNode(Node):
 
     def _loop(self):
         set_timer_slack(1000)
+        prio = self.cfg['realtime_priority']
+        why = set_thread_fifo(prio)
+        self.loop_priority = prio if why is None else 0
+        if prio and why is None:
+            self.get_logger().info(f'bridge loop thread: SCHED_FIFO priority {prio}')
+        elif prio:
+            self.get_logger().warning(f'realtime_priority {prio} refused ({why}): normal scheduling (grant '
+                                      'CAP_SYS_NICE or an rtprio limit: a loaded machine then delays the bus less)')
         sched = FixedRateScheduler(self.period, max_catchup=0)
         core = self.core
         sched.start()
