@@ -71,6 +71,8 @@ _PROGRAM_SIGNALS = StopSignals().install(raise_stop=False) \
 
 import numpy as np  # noqa: E402
 
+from flexarm_sim.common.scheduler import set_thread_fifo  # noqa: E402
+
 from . import control_table as ct  # noqa: E402
 from . import protocol as p  # noqa: E402
 
@@ -907,10 +909,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = ap.parse_args(argv)
         print("dxl_emulator: starting", file=sys.stderr, flush=True)
         if args.realtime:
-            try:      # before the serving thread starts: threads inherit the policy
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-            except (OSError, AttributeError) as exc:
-                print("dxl_emulator: --realtime not granted (%s); serving at normal priority" % exc,
+            why = set_thread_fifo(10)     # before the serving thread starts: threads inherit the policy
+            if why is not None:
+                print("dxl_emulator: --realtime not granted (%s); serving at normal priority" % why,
                       file=sys.stderr, flush=True)
         ids, model, plant = list(args.ids), args.model, None
         if args.arm is not None:

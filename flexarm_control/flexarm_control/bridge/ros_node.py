@@ -42,7 +42,7 @@ from std_srvs.srv import Trigger
 
 from flexarm_msgs.msg import FlexState
 from flexarm_msgs.srv import Enable
-from flexarm_sim.common.scheduler import FixedRateScheduler, set_thread_fifo, set_timer_slack
+from flexarm_sim.common.scheduler import FixedRateScheduler, fifo_report, set_thread_fifo, set_timer_slack
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
@@ -234,11 +234,9 @@ class BridgeNode(Node):
         prio = self.cfg['realtime_priority']
         why = set_thread_fifo(prio)
         self.loop_priority = prio if why is None else 0
-        if prio and why is None:
-            self.get_logger().info(f'bridge loop thread: SCHED_FIFO priority {prio}')
-        elif prio:
-            self.get_logger().warning(f'realtime_priority {prio} refused ({why}): normal scheduling (grant '
-                                      'CAP_SYS_NICE or an rtprio limit: a loaded machine then delays the bus less)')
+        report = fifo_report('bridge loop thread', 'realtime_priority', prio, why)
+        if report is not None:
+            log_at(self.get_logger(), *report)
         sched = FixedRateScheduler(self.period, max_catchup=0)
         core = self.core
         sched.start()

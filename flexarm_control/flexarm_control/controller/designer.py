@@ -9,8 +9,8 @@ niced: the cells are needed now), shared by a controller's laws, that builds eac
 `design_recipe()` - (class, constructor keyword arguments) such that `cls(load_model(spec), **kwargs).design_cell(key)`
 equals `law.design_cell(key)` - and designs the cells asked for. The thread only waits for it (in a pipe read,
 without the interpreter lock). The process keeps every design on disk (design_cache.py): a cell designed by an
-earlier run of the same arm, law and code is read, not designed. Without a worker, or after WORKER_FAILURES consecutive failures of its process, the
-thread designs itself, at most DUTY of the time.
+earlier run of the same arm, law and code is read, not designed. Without a worker, or after WORKER_FAILURES
+consecutive failures of its process, the thread designs itself, at most DUTY of the time.
 """
 from __future__ import annotations
 
@@ -38,18 +38,19 @@ def design_server(spec):
     def handle(request):
         name, generation, recipe, key = request
         if recipe is not None:
-            laws[name] = [generation, recipe, None, DesignCache.for_recipe(spec, recipe)]
+            laws[name] = {'generation': generation, 'recipe': recipe, 'law': None,
+                          'cache': DesignCache.for_recipe(spec, recipe)}
         have = laws.get(name)
-        if have is None or have[0] != generation:
+        if have is None or have['generation'] != generation:
             return 'failed', f'no design recipe of {name} generation {generation}'
-        cache = have[3]
+        cache = have['cache']
         design = cache.get(key) if cache is not None else None
         if design is not None:
             return 'cached', design
-        if have[2] is None:
-            cls, kwargs = have[1]
-            have[2] = cls(model, **kwargs)
-        design = have[2].design_cell(key)
+        if have['law'] is None:
+            cls, kwargs = have['recipe']
+            have['law'] = cls(model, **kwargs)
+        design = have['law'].design_cell(key)
         if cache is not None:
             cache.put(key, design)
         return 'design', design

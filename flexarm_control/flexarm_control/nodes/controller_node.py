@@ -39,6 +39,7 @@ from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
+from flexarm_sim.common.scheduler import fifo_report
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import graph, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder
@@ -162,13 +163,10 @@ class ControllerNode(Node):
     def start(self):
         self.rt.start()
         self.hot_loop.start()
-        prio = self.hot_loop.priority
-        if prio and self.hot_loop.priority_refused is None:
-            self.get_logger().info(f'state thread: SCHED_FIFO priority {prio}')
-        elif prio:
-            self.get_logger().warning(f'realtime_priority {prio} refused ({self.hot_loop.priority_refused}): normal '
-                                      'scheduling (grant CAP_SYS_NICE or an rtprio limit: a loaded machine then '
-                                      'delays the commands less)')
+        report = fifo_report('state thread', 'realtime_priority', self.hot_loop.priority,
+                             self.hot_loop.priority_refused)
+        if report is not None:
+            log_at(self.get_logger(), *report)
 
     def stop(self):
         self.hot_loop.stop()
@@ -290,7 +288,7 @@ class ControllerNode(Node):
             level, message, values = self.rt.diagnostics(self._stale)
         values = dict(values, arm_id=self.layout.arm_id, states_decoded_fast=self.decoder.fast,
                       states_decoded_slow=self.decoder.slow,
-                      state_thread_fifo_priority=0 if self.hot_loop.priority_refused else self.hot_loop.priority)
+                      state_thread_fifo_priority=self.hot_loop.granted_priority)
         for mon in (self.sources, self.state_sources):
             _, why, more = graph.watch(self, mon, self.get_logger().warning)
             values.update(more)

@@ -34,6 +34,16 @@ def set_thread_fifo(priority: int):
         return str(e) or type(e).__name__
 
 
+def fifo_report(thread: str, param: str, priority: int, refused):
+    """(level, message) of a SCHED_FIFO request (set_thread_fifo's result `refused`), None when none was made."""
+    if priority <= 0:
+        return None
+    if refused is None:
+        return 'info', f'{thread}: SCHED_FIFO priority {priority}'
+    return 'warn', (f'{param} {priority} refused ({refused}): {thread} at normal scheduling (grant CAP_SYS_NICE or '
+                    'an rtprio limit: a loaded machine then delays it less)')
+
+
 def set_timer_slack(ns: int = 1000) -> bool:
     """Best effort: lower this thread's timer slack (Linux prctl PR_SET_TIMERSLACK) for tighter sleeps."""
     try:

@@ -61,7 +61,7 @@ from ..sensors import SimulatedSensors
 from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
-from ..common.scheduler import FixedRateScheduler, set_thread_fifo, set_timer_slack
+from ..common.scheduler import FixedRateScheduler, fifo_report, set_thread_fifo, set_timer_slack
 from .servo import RELEASE_S, JointServo, WatchdogHold
 
 RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
@@ -540,12 +540,8 @@ class PlantRuntime:
         # as fast as possible: a SCHED_FIFO thread that never sleeps would hog a core
         if prio > 0 and (self.mode == 'realtime' or (self.mode == 'simtime' and self._wall_period > 0)):
             why = set_thread_fifo(prio)
-            if why is None:
-                self.loop_priority = prio
-                self._log('info', f'timing loop thread: SCHED_FIFO priority {prio}')
-            else:
-                self._log('warn', f'timing.realtime_priority {prio} refused ({why}): normal scheduling '
-                                  '(grant CAP_SYS_NICE or an rtprio limit for punctual steps)')
+            self.loop_priority = prio if why is None else 0
+            self._log(*fifo_report('timing loop thread', 'timing.realtime_priority', prio, why))
         try:
             if self.mode == 'lockstep':
                 self._lockstep_loop()

@@ -102,6 +102,11 @@ class HotLoop:
         self._running = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
+    @property
+    def granted_priority(self) -> int:
+        """The SCHED_FIFO priority the thread runs at (0: normal scheduling)."""
+        return 0 if self.priority_refused else self.priority
+
     def start(self):
         """Start the thread; returns once it has its scheduling (priority_refused is then known)."""
         self._running = True
