@@ -62,9 +62,11 @@ The supervisor (`SafeMode`) per state:
     `watchdog.action` hold, the bridge's) holds the arm — a drive-level loop, undelayed, which also damps the modes
     the hold law leaves alone — until `recover_time` of states within that envelope bring the hold law back
     (returning from the current state; a plant waiting for its first command publishes every 50 ms: within it);
-  * `recover_time` of states on time switch back to the normal law (its integrators reset) once the hold law has
-    brought the arm back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most
-    RETURN_SETTLE_S later).
+  * `recover_time` of states on time switch back to the normal law (its integrators reset): at once when the law
+    returns the arm by itself (`ControlLaw.returns_unaided`: the modal laws; the return re-planned from the arm's
+    state) and not one state was late in that time (an isolated stall: late states still coming would catch the
+    normal law, designed for two periods of delay, in the next stall), else once the hold law has brought the arm
+    back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most RETURN_SETTLE_S later).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the
 stiffest modes) — unless the previous law was not in the loop (no state answered for longer than design_period: the
@@ -615,6 +617,7 @@ class SafeMode:
         self.too_old = 0
         self.last_implausible = ''
         self._late_times = collections.deque()      # plant times of the late states within TRIGGER_WINDOW_S
+        self._t_late = -math.inf           # plant time of the last late or implausible state
         self._t_on_time = None
         self._t_last_acted = None
         self._paced = False                # states seen one control period apart (the loop is closed)
@@ -718,6 +721,7 @@ class SafeMode:
     def _late(self, t, z, zd, reason, stall=False, act=True):
         """One late (or implausible) state: `trigger_count` of them within TRIGGER_WINDOW_S, or one `stall`, switch to
         the safe mode; in the safe mode they restart its recover_time (an isolated late state does not)."""
+        self._t_late = t
         late = self._late_times
         late.append(t)
         while late and late[0] < t - TRIGGER_WINDOW_S:
@@ -764,11 +768,14 @@ class SafeMode:
             self.on_switch(mode, t)
 
     def _returned(self, t, z, zd) -> bool:
-        """Has the hold law brought the arm back (its return ended, the arm within RETURN_TOLERANCE of the reference,
-        or RETURN_SETTLE_S after the return's end)? The normal law takes over an arm on its reference: pd_servo's
-        soft joint gains (elbow kp ~0.004 N m/rad at 500 Hz) would not bring it back themselves."""
+        """May the normal law take over: it returns the arm by itself (`returns_unaided`), or the hold law has
+        brought the arm back (its return ended, the arm within RETURN_TOLERANCE of the reference, or RETURN_SETTLE_S
+        after the return's end)? Otherwise the normal law takes over an arm on its reference: pd_servo's soft joint
+        gains (elbow kp ~0.004 N m/rad at 500 Hz) would not bring it back themselves."""
         if self.yielding:
             return True                    # nothing was being returned: the drives hold the arm
+        if self.law.returns_unaided and t - self._t_late >= self.recover_time:
+            return True                    # not one late state for recover_time: the stall was an isolated one
         b = self.refs.blend
         if b is not None and t < b.end_time:
             return False

@@ -272,6 +272,9 @@ class ModalLQR(ControlLaw):
     design_delay_periods = 2
     # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design")
     robust_delay_design = 0.0
+    # the LQR's feedback returns the arm from off its reference (in process, a 0.15 s stall at the start of a 30 deg
+    # move: tip 17.7 / 37.4 mm RMS / max handing back after recover_time, 22.5 / 75.1 mm after the hold law's return)
+    returns_unaided = True
     GAINS = {
         'tip_max': Param(DERIVED, _positive(), 'm, allowed tip error (Bryson weight); not set = 1 cm per metre of '
                          'reach (tip_tracking: 0.6 mm)', runtime=True),
