@@ -10,6 +10,7 @@ publishers/subscribers, messages, emulator state), never fixed sleeps; time boun
 import math
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -365,11 +366,24 @@ def test_faults_torque_off_diagnostics_and_reconnect(bridge, emu):
     assert all(all(math.isfinite(x) for x in m.position + m.velocity + m.effort) for m in c.js)
 
 
-@pytest.mark.parametrize('bridge', [{'watchdog_action': 'hold_position',
-                                     'hold_gains': {'kp': 0.5, 'kd': 0.05}}], indirect=True)
+def _fifo_permitted() -> bool:
+    """Whether a thread of this machine's processes may be SCHED_FIFO (root, CAP_SYS_NICE or an rtprio limit)."""
+    from flexarm_sim.common.scheduler import set_thread_fifo
+    why = []
+    t = threading.Thread(target=lambda: why.append(set_thread_fifo(1)))
+    t.start()
+    t.join()
+    return why[0] is None
+
+
+@pytest.mark.parametrize('bridge', [{'watchdog_action': 'hold_position', 'hold_gains': {'kp': 0.5, 'kd': 0.05},
+                                     'realtime_priority': 50}], indirect=True)
 def test_watchdog_hold_position(bridge, emu):
+    """The command watchdog's `hold` keeps the joint where it was; the bridge's loop thread SCHED_FIFO at the
+    realtime_priority asked for where permitted (its diagnostics), normal scheduling otherwise."""
     from std_msgs.msg import Float64MultiArray
     c = bridge
+    assert c.wait_diag(lambda d: True)['loop_thread_fifo_priority'] == ('50' if _fifo_permitted() else '0')
     pub = c.publisher(Float64MultiArray, '/effort_controller/commands')
     assert c.enable().success
     pub.publish(Float64MultiArray(data=[0.02, 0.0]))

@@ -289,6 +289,33 @@ def test_lockstep_timeline_from_step_0_to_pause_at(deluca):
         rt.stop()
 
 
+def test_paced_simtime_loop_is_fifo_until_it_never_sleeps(deluca):
+    """plant/runtime.py: a simtime plant paced at a real-time factor runs its loop thread SCHED_FIFO at
+    timing.realtime_priority (it sleeps between steps); set to real_time_factor 0 (as fast as possible, never
+    sleeping) it returns to normal scheduling, or a FIFO thread would hog a core. Where FIFO is refused (no
+    CAP_SYS_NICE) the loop is at normal scheduling throughout and says so."""
+    import os
+    from flexarm_sim.plant import config
+    from flexarm_sim.plant.runtime import PlantRuntime
+    rt = PlantRuntime(deluca, config.resolved(dict(config.TABLE.defaults(), time_mode='simtime',
+                                                   real_time_factor=1.0), deluca))
+    sink = _TimelineSink(rt, np.zeros(2))
+    rt.start(sink)
+    loop = next(t for t in rt._threads if t.name == 'plant-loop')
+    try:
+        _wait(lambda: rt.core.step_index > 50)
+        fifo = rt.loop_priority == 50
+        assert os.sched_getscheduler(loop.native_id) == (os.SCHED_FIFO if fifo else os.SCHED_OTHER)
+        if fifo:
+            assert os.sched_getparam(loop.native_id).sched_priority == 50
+        rt.apply(dict(rt.cfg, real_time_factor=0.0), changed=('real_time_factor',))
+        _wait(lambda: rt.loop_priority == 0 and os.sched_getscheduler(loop.native_id) == os.SCHED_OTHER, timeout=10.0)
+        steps = rt.core.step_index
+        _wait(lambda: rt.core.step_index > steps + 100)                # and it still runs
+    finally:
+        rt.stop()
+
+
 def test_reset_refuses_states_beyond_the_arm_and_the_model(deluca):
     """/flexarm/reset (PlantRuntime.reset): joint rates beyond the velocity limits, a tip deflection beyond the model's
     validity, and modal rates beyond what a mode reaches at its frequency with the largest valid amplitude are

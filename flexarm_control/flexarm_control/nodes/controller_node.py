@@ -162,7 +162,10 @@ class ControllerNode(Node):
     # ------------------------------------------------------------------ lifecycle (node_main)
     def start(self):
         self.rt.start()
-        self.hot_loop.start()
+        if not self.hot_loop.start():
+            log_at(self.get_logger(), 'warn', 'state thread: not running 5 s after its start (a starved process): '
+                                              'states are answered once it runs')
+            return
         report = fifo_report('state thread', 'realtime_priority', self.hot_loop.priority,
                              self.hot_loop.priority_refused)
         if report is not None:

@@ -34,6 +34,16 @@ def set_thread_fifo(priority: int):
         return str(e) or type(e).__name__
 
 
+def set_thread_normal():
+    """Return the calling thread to normal scheduling (SCHED_OTHER; lowering a policy needs no privilege). None when
+    done, else why it was refused."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        return None
+    except (OSError, AttributeError) as e:
+        return str(e) or type(e).__name__
+
+
 def fifo_report(thread: str, param: str, priority: int, refused):
     """(level, message) of a SCHED_FIFO request (set_thread_fifo's result `refused`), None when none was made."""
     if priority <= 0:

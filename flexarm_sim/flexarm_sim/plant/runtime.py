@@ -49,7 +49,6 @@ from __future__ import annotations
 import collections
 import gc
 import math
-import os
 import threading
 import time
 
@@ -61,7 +60,7 @@ from ..sensors import SimulatedSensors
 from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
-from ..common.scheduler import FixedRateScheduler, fifo_report, set_thread_fifo, set_timer_slack
+from ..common.scheduler import FixedRateScheduler, fifo_report, set_thread_fifo, set_thread_normal, set_timer_slack
 from .servo import RELEASE_S, JointServo, WatchdogHold
 
 RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
@@ -651,9 +650,13 @@ class PlantRuntime:
             if idle or sched.period != self._wall_period:
                 idle = False
                 if self.loop_priority and self._wall_period <= 0:     # simtime switched to as fast as possible
-                    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-                    self.loop_priority = 0
-                    self._log('info', 'timing loop thread: normal scheduling (real_time_factor 0: never sleeps)')
+                    why = set_thread_normal()
+                    if why is None:
+                        self.loop_priority = 0
+                        self._log('info', 'timing loop thread: normal scheduling (real_time_factor 0: never sleeps)')
+                    else:
+                        self._log('error', f'timing loop thread: still SCHED_FIFO at real_time_factor 0 ({why}): it '
+                                           'never sleeps and may hog a core')
                 sched.period = self._wall_period
                 sched.start()
                 # wall clock of the monotonic schedule: stamps are the ticks' deadlines on the ROS (wall) clock

@@ -104,14 +104,15 @@ class HotLoop:
 
     @property
     def granted_priority(self) -> int:
-        """The SCHED_FIFO priority the thread runs at (0: normal scheduling)."""
-        return 0 if self.priority_refused else self.priority
+        """The SCHED_FIFO priority the thread runs at (0: normal scheduling, or not known yet: not started)."""
+        return 0 if self.priority_refused or not self._started.is_set() else self.priority
 
-    def start(self):
-        """Start the thread; returns once it has its scheduling (priority_refused is then known)."""
+    def start(self, timeout: float = 5.0) -> bool:
+        """Start the thread; returns once it has its scheduling (priority_refused is then known): True, or False when
+        it had not within `timeout` s (a starved process; granted_priority is 0 until it has)."""
         self._running = True
         self._thread.start()
-        self._started.wait(5.0)
+        return self._started.wait(timeout)
 
     def stop(self):
         self._running = False
