@@ -31,8 +31,8 @@ def test_a_thread_that_has_not_started_reports_no_priority(monkeypatch):
         release.wait(10.0)
         return None                          # granted
     monkeypatch.setattr(hotpath, 'set_thread_fifo', slow_fifo)
-    hot, got = _Hot(), []
-    loop = hotpath.HotLoop(hot, got.append, 'test-states', priority=40)
+    hot, got, handled = _Hot(), [], threading.Event()
+    loop = hotpath.HotLoop(hot, lambda b: (got.append(b), handled.set()), 'test-states', priority=40)
     try:
         assert loop.start(timeout=0.05) is False
         assert loop.granted_priority == 0
@@ -40,11 +40,7 @@ def test_a_thread_that_has_not_started_reports_no_priority(monkeypatch):
         assert loop._started.wait(5.0)
         assert loop.granted_priority == 40
         hot.q.put(b'state')
-        for _ in range(200):
-            if got:
-                break
-            threading.Event().wait(0.01)
-        assert got == [b'state']
+        assert handled.wait(5.0) and got == [b'state']
     finally:
         loop.stop()
 

@@ -22,26 +22,27 @@ import time
 import numpy as np
 
 
+def _set_policy(policy, priority: int):
+    """sched_setscheduler of the calling thread (Linux: pid 0 is this thread only): None when done, else why not."""
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(int(priority)))
+        return None
+    except (OSError, AttributeError, TypeError) as e:     # TypeError: no such policy here (None)
+        return str(e) or type(e).__name__
+
+
 def set_thread_fifo(priority: int):
-    """Make the calling thread SCHED_FIFO at `priority` (Linux: pid 0 is this thread only). None when done, else why
-    it was refused (no CAP_SYS_NICE nor rtprio limit, or no such policy here); priority 0: nothing to do."""
+    """Make the calling thread SCHED_FIFO at `priority`. None when done, else why it was refused (no CAP_SYS_NICE nor
+    rtprio limit, or no such policy here); priority 0: nothing to do."""
     if priority <= 0:
         return None
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
-        return None
-    except (OSError, AttributeError) as e:
-        return str(e) or type(e).__name__
+    return _set_policy(getattr(os, 'SCHED_FIFO', None), priority)
 
 
 def set_thread_normal():
     """Return the calling thread to normal scheduling (SCHED_OTHER; lowering a policy needs no privilege). None when
     done, else why it was refused."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        return None
-    except (OSError, AttributeError) as e:
-        return str(e) or type(e).__name__
+    return _set_policy(getattr(os, 'SCHED_OTHER', None), 0)
 
 
 def fifo_report(thread: str, param: str, priority: int, refused):
