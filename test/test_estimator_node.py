@@ -289,7 +289,8 @@ def test_future_stamped_readings_are_refused_and_missing_encoders_still_flagged(
     """Issue 24: one /joint_states reading stamped in the future disabled the estimator's missing-encoder watch
     (its newest stamp lay ahead of every later tick: encoders silent for 5 s, estimates still published,
     encoders_missing False). The node (in-process, its callbacks called directly) refuses a reading stamped more
-    than FUTURE_TOLERANCE_S ahead of its clock, counted; the encoders then silent are flagged missing."""
+    than FUTURE_TOLERANCE_S ahead of its clock, counted; the encoders then silent are flagged missing. (The readings
+    are handed to the readings thread's handler, as its HotSubscription would.)"""
     from sensor_msgs.msg import JointState
     from flexarm_control.nodes.estimator_node import FUTURE_TOLERANCE_S, EstimatorNode
     from flexarm_sim.ros.cdr import serialize
@@ -303,16 +304,88 @@ def test_future_stamped_readings_are_refused_and_missing_encoders_still_flagged(
             js = JointState(name=list(names), position=[0.0] * len(names))
             js.header.stamp.sec, js.header.stamp.nanosec = divmod(int(t_ns), 1_000_000_000)
             return serialize(js)
-        sub = next(s for s in node.subscriptions if s.topic_name == '/joint_states')
-        sub.callback(reading(now))
+        take = node._on_readings
+        take(reading(now))
         tr = node.rt.tracks['encoders']
         assert tr.accepted == 1 and tr.rejected == 0
-        sub.callback(reading(now + int((FUTURE_TOLERANCE_S + 5.0) * 1e9)))
+        take(reading(now + int((FUTURE_TOLERANCE_S + 5.0) * 1e9)))
         assert tr.rejected == 1 and 'ahead of this node' in tr.last_reject and tr.last_t == now * 1e-9
-        sub.callback(reading(now + 1_000_000, names=('shoulder', 'shoulder')))
+        take(reading(now + 1_000_000, names=('shoulder', 'shoulder')))
         assert tr.rejected == 2 and 'given twice' in tr.last_reject
         node.rt.tick(now * 1e-9 + 1.0)                 # a second later, nothing new: missing
         assert tr.missing
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+
+
+def test_a_backlog_of_readings_is_one_tick_and_one_estimate():
+    """Issue 28: behind by a backlog, the estimator published one estimate per reading through the executor, each
+    older than the last (~100 ms behind at 500 Hz, the controller's safe mode lost the arm). The readings thread's
+    handler (in-process, the queued readings handed over by stand-ins of its HotSubscriptions) takes every joint
+    reading queued behind the one that woke it and every queued strain reading, fuses them all at their own stamps
+    in one tick (runtime.tick: one prediction per period, each reading's measured torque) and publishes one estimate,
+    stamped with the newest joint reading; the estimate equals the one of a runtime fed and ticked reading by
+    reading."""
+    from sensor_msgs.msg import JointState
+    from flexarm_control.estimation.runtime import EstimatorRuntime
+    from flexarm_control.nodes.estimator_node import EstimatorNode
+    from rclpy.serialization import deserialize_message
+
+    from flexarm_msgs.msg import FlexState, StrainGauges
+    from flexarm_sim.ros.cdr import serialize
+    gauge = 'shoulder@0.05'
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=99, args=['--ros-args', '-p', f'sensors.strain.gauges:=["{gauge}"]',
+                                                '-p', 'input:=measured_effort'])
+    node = EstimatorNode(context=ctx)
+    try:
+        assert node.hot_loop is not None and len(node.side) == 1     # real time: the readings thread's handler
+        now = node.get_clock().now().nanoseconds
+        dt_ns = int(round(1e9 / node.rt.rate))
+        stamps = [now + k * dt_ns for k in range(6)]
+        q = [[0.001 * k, -0.002 * k] for k in range(6)]
+        eff = [[0.01 * k, 0.005] for k in range(6)]
+        strain = [[1e-6 * k] for k in range(6)]
+
+        def joint(k):
+            js = JointState(name=['shoulder', 'elbow'], position=q[k], effort=eff[k])
+            js.header.stamp.sec, js.header.stamp.nanosec = divmod(stamps[k], 1_000_000_000)
+            return serialize(js)
+
+        def gauges(k):
+            g = StrainGauges(arm_id=node.layout.arm_id, names=[node.rt.sensor_set.gauges[0].name], strain=strain[k])
+            g.header.stamp.sec, g.header.stamp.nanosec = divmod(stamps[k], 1_000_000_000)
+            return serialize(g)
+
+        class Queue:
+            def __init__(self, items):
+                self.items = list(items)
+
+            def take_now(self):
+                return self.items.pop(0) if self.items else None
+        published = []
+        node.pub = type('Pub', (), {'publish': lambda self, m: published.append(m)})()
+        node.hot = Queue([])
+        node.side = [(Queue([gauges(0)]), node.side[0][1])]
+        node._on_readings(joint(0))                                       # the first reading initializes
+        node.hot = Queue([joint(k) for k in range(2, 6)])                 # 1 woke the thread, 2..5 queued behind
+        node.side = [(Queue([gauges(k) for k in range(1, 6)]), node.side[0][1])]
+        node._on_readings(joint(1))
+        assert len(published) == 2 and node.batches == 2 and node.largest_batch == 5
+        assert node.rt.tracks["encoders"].accepted == 6, node.rt.tracks["encoders"].last_reject
+        assert node.rt.tracks["strain"].accepted == 6, node.rt.tracks["strain"].last_reject
+        assert node.rt.tracks['encoders'].late == 0 and node.rt.tracks['strain'].late == 0
+        msg = deserialize_message(bytes(published[-1]), FlexState)
+        assert msg.header.stamp.sec * 10 ** 9 + msg.header.stamp.nanosec == stamps[-1]
+        # the same readings fed one by one to a runtime of the node's parameters, ticked at every reading
+        rt = EstimatorRuntime(node.model, node.params.values)
+        for k in range(6):
+            rt.strain(stamps[k] * 1e-9, strain[k])
+            rt.joints(stamps[k] * 1e-9, q[k], None, eff[k])
+            est = rt.tick(stamps[k] * 1e-9)
+        np.testing.assert_allclose(node.rt.last_estimate.z, est.z, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(node.rt.last_estimate.zd, est.zd, rtol=0, atol=1e-9)
     finally:
         node.destroy_node()
         rclpy.shutdown(context=ctx)

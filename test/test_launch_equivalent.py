@@ -59,7 +59,9 @@ def test_sim_launch_closes_the_loop(controller, time_mode, ros_env, tmp_path):
                             controller, '--time-mode', time_mode, '--duration', '3.5', '--angle', '30', '--json',
                             '--quiet'],
                            env=ros_env, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
+        # on failure the run's summary too (it is printed before a lost or invalid run exits 3): the safe mode's
+        # entries, the states' ages, the FIFO priorities granted say why
+        assert r.returncode == 0, r.stderr[-3000:] + '\nsummary: ' + r.stdout[-3000:]
         s = json.loads(r.stdout.strip().splitlines()[-1])
         rms, tip = s['joint_rms_error_rad'], s['peak_tip_deflection_m']
         assert s['time_mode'] == time_mode and s['samples'] > 500

@@ -456,6 +456,12 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
            'controller_safe_mode_time_s': _num(controller_diag.get('safe_mode_time_s')),
            'controller_safe_mode_reason': controller_diag.get('safe_mode_reason') or '',
+           # the age of the states the controller answered (the estimator's hop included when it feeds back the
+           # estimate) against the limit its safe mode applies
+           'controller_late_states': _num(controller_diag.get('late_states')),
+           'controller_state_age_p99_ms': _num(controller_diag.get('state_age_p99_ms')),
+           'controller_state_age_max_ms': _num(controller_diag.get('max_state_age_ms')),
+           'controller_state_age_limit_ms': _num(controller_diag.get('state_age_limit_ms')),
            **fig,
            'validity_limit': validity_limit(plant_model),
            'joint_rms_error_rad': [float(x) for x in np.sqrt(np.mean(err ** 2, axis=0))] if err.size else None,

@@ -14,11 +14,15 @@ Publishes:
                                    sample instant; controllers read it with state_topic:=/flexarm/state_estimate
     /diagnostics                   innovations, standard deviations, sensors missing / rejected / late, resets
 
-Real time (and simtime): every /joint_states reading is a tick at its stamp, answered at once; the runtime fuses
-every reading stamped up to it at its own stamp. The strain and accelerometer subscriptions are created before the
-joint states' and the plant publishes them before its joint state, so the readings of an instant are normally there
-when its tick runs (the executor takes one message per ready subscription in that order, backlog or not; one that
-comes after its instant was estimated is counted as late). Without
+Real time (and simtime): the readings are taken by a thread of their own outside the executor (flexarm_sim/ros/
+hotpath.py, at SCHED_FIFO `realtime_priority` where permitted), woken by each /joint_states reading: it takes that
+reading, the joint readings queued behind it and every queued strain / accelerometer reading (the plant publishes
+them before its joint state, so the readings of an instant are there when its joint reading is), and one tick at the
+newest joint reading's stamp fuses them all, each at its own stamp, and publishes one estimate. A process that fell
+behind so catches up in one tick (issue 28: one tick and one estimate per reading through the executor kept the
+estimator ~100 ms behind at 500 Hz on the 2-core machine, and the controller's safe mode lost the arm). A strain or
+accelerometer reading that comes after its instant was estimated is counted as late. Commands, timers and
+diagnostics are served by the executor; a lock keeps the runtime consistent between them. Without
 joint states for sensors.encoders.timeout a timer ticks at TIMER_HZ on the ROS clock: the estimate is predicted
 from the commands and the encoders flagged missing; after max_prediction no estimate is published.
 
@@ -28,15 +32,16 @@ previous instant (step = previous step + 1), and publishes the estimate with ste
 with step k + 1 as it answers the plant's state — reproducible. A plant reset (the step going back) re-initializes.
 
 Parameters: estimation/config.py (generated into config/estimator.yaml).
-QoS (reliable): readings depth READINGS_DEPTH in real time (a process descheduled for tens of ms then fuses every
-reading at its own stamp, each period predicted with its own measured torque — the backlog costs ~0.1 ms a reading;
-estimating from the newest reading only predicted the whole gap with one torque and reset the filter under load,
-issue 28), 100 in lock-step; commands depth 10; /flexarm/state_estimate depth 10
-(lock-step 30000: a recorder may lag behind without losing one).
+QoS (reliable): readings depth READINGS_DEPTH in real time (a thread descheduled for tens of ms then fuses every
+reading at its own stamp, each period predicted with its own measured torque — ~0.1 ms a reading; estimating from
+the newest reading only predicted the whole gap with one torque and reset the filter under load, issue 28), 100 in
+lock-step; commands depth 10; /flexarm/state_estimate depth 10 (lock-step 30000: a recorder may lag behind without
+losing one).
 """
 from __future__ import annotations
 
 import collections
+import threading
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -50,9 +55,11 @@ from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs
+from flexarm_sim.common.scheduler import fifo_report
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import names
 from flexarm_sim.ros.flexstate import FlexStateEncoder, check_arm
+from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import diagnostics, qos
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
@@ -97,20 +104,38 @@ class EstimatorNode(Node):
         self._prev_step = None
         self._last_instant = None
         self._wait_since = None
-        # readings before the tick: their subscriptions first (module docstring)
-        if rt.sensor_set.gauges:
-            self.create_subscription(StrainGauges, names.STRAIN, self._raw(StrainGauges, 'strain', 'strain',
-                                                                           self._on_strain), readings, raw=True)
-        if rt.sensor_set.accelerometer:
-            self.create_subscription(Imu, names.TIP_IMU, self._on_imu, readings)
+        self._lock = threading.Lock()         # the runtime: readings thread (real time) vs. executor
+        self.hot_loop = None
         if self.lockstep:
+            # readings before the instant: their subscriptions first (module docstring)
+            if rt.sensor_set.gauges:
+                self.create_subscription(StrainGauges, names.STRAIN, self._raw(StrainGauges, 'strain', 'strain',
+                                                                               self._on_strain), readings, raw=True)
+            if rt.sensor_set.accelerometer:
+                self.create_subscription(Imu, names.TIP_IMU, self._raw(Imu, 'accelerometer', 'accelerometer',
+                                                                       self._on_imu), readings, raw=True)
             self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped_command, qos(100))
-        else:
-            self.create_subscription(Float64MultiArray, names.EFFORT_COMMANDS, self._on_command, qos(10))
-        self.create_subscription(JointState, names.JOINT_STATES, self._raw(JointState, 'encoders', 'joint state',
-                                                                          self._on_joints), readings, raw=True)
-        if self.lockstep:
+            self.create_subscription(JointState, names.JOINT_STATES, self._raw(JointState, 'encoders', 'joint state',
+                                                                              self._on_joints), readings, raw=True)
             self.create_subscription(FlexState, names.STATE, self._on_instant, readings)
+        else:
+            # the readings thread (ros/hotpath.py: on this node, no executor in the way): every /joint_states reading
+            # wakes it; it takes the backlog of every reading topic and ticks once (module docstring)
+            self.create_subscription(Float64MultiArray, names.EFFORT_COMMANDS, self._on_command, qos(10))
+            self.hot = HotSubscription(self, JointState, names.JOINT_STATES, readings)
+            self.side = []                    # (subscription, raw callback) of the readings besides the encoders'
+            if rt.sensor_set.gauges:
+                self.side.append((HotSubscription(self, StrainGauges, names.STRAIN, readings),
+                                  self._raw(StrainGauges, 'strain', 'strain', self._on_strain)))
+            if rt.sensor_set.accelerometer:
+                self.side.append((HotSubscription(self, Imu, names.TIP_IMU, readings),
+                                  self._raw(Imu, 'accelerometer', 'accelerometer', self._on_imu)))
+            self._joint_reading = self._raw(JointState, 'encoders', 'joint state', self._on_joints)
+            self.hot_loop = HotLoop(self.hot, self._on_readings, 'estimator-readings',
+                                    on_error=lambda e: self.get_logger().error(f'readings: {e!r}'),
+                                    priority=self.params['realtime_priority'])
+            self.batches = 0                  # readings-thread wake-ups; joint readings in them: rt's encoders track
+            self.largest_batch = 0
         self._t_last_js = time.monotonic()
         self._last_stamp_ns = None
         self._last_msg = None
@@ -179,8 +204,62 @@ class EstimatorNode(Node):
         if self.lockstep:
             self._stamps['joints'] = max(self._stamps['joints'], t_ns)
             self._advance()
-        else:
-            self._tick(t_ns, None)
+        elif self._batch_stamp is None or t_ns > self._batch_stamp:
+            self._batch_stamp = t_ns
+
+    _batch_stamp = None                      # real time: the newest joint reading of the batch being taken
+
+    def _on_readings(self, first):
+        """The readings thread (real time), woken by a /joint_states reading: the joint readings already queued
+        behind it and every queued strain / accelerometer reading (published before the joint reading of their
+        instant) are taken too, validated and kept, and one tick at the newest joint reading's stamp fuses them all,
+        each at its own stamp (runtime.tick), and publishes one estimate. A process that fell behind catches up
+        in one tick instead of publishing an estimate per reading, each older than the last (issue 28: behind
+        by ~100 ms at 500 Hz, the controller's safe mode lost the arm)."""
+        joints = [first]
+        while len(joints) < READINGS_DEPTH:
+            data = self.hot.take_now()
+            if data is None:
+                break
+            joints.append(data)
+        side = []
+        for hot, callback in self.side:
+            for _ in range(READINGS_DEPTH):
+                data = hot.take_now()
+                if data is None:
+                    break
+                side.append((callback, data))
+        with self._lock:
+            self._batch_stamp = None
+            for callback, data in side:
+                callback(data)
+            for data in joints:
+                self._joint_reading(data)
+            if self._batch_stamp is not None:
+                self._tick(self._batch_stamp, None)
+            self.batches += 1
+            self.largest_batch = max(self.largest_batch, len(joints))
+
+    # ------------------------------------------------------------------ lifecycle (node_main)
+    def start(self):
+        if self.hot_loop is None:
+            return
+        if not self.hot_loop.start():
+            self.log('warn', 'readings thread: not running 5 s after its start (a starved process): readings are '
+                             'estimated once it runs')
+            return
+        report = fifo_report('readings thread', 'realtime_priority', self.hot_loop.priority,
+                             self.hot_loop.priority_refused)
+        if report is not None:
+            self.log(*report)
+
+    def stop(self):
+        if self.hot_loop is None:
+            return
+        self.hot_loop.stop()
+        self.hot.destroy()
+        for hot, _ in self.side:
+            hot.destroy()
 
     def _on_strain(self, msg):
         self._reading('strain', 'strain', self.rt.strain,
@@ -208,7 +287,8 @@ class EstimatorNode(Node):
             self._advance()
 
     def _on_command(self, msg):
-        ok, why = self.rt.command(msg.data)
+        with self._lock:
+            ok, why = self.rt.command(msg.data)
         self._rejected('command', why)
 
     # ------------------------------------------------------------------ lock-step
@@ -292,15 +372,20 @@ class EstimatorNode(Node):
                 step, t_ns = self._instants.popleft()
                 self._answer(step, t_ns)
             return
-        if self._last_stamp_ns is None:
-            return
-        if time.monotonic() - self._t_last_js > self.params['sensors.encoders.timeout']:
-            now = self.get_clock().now().nanoseconds
-            if now > self._last_stamp_ns:
-                self._tick(now, None)
+        with self._lock:
+            if self._last_stamp_ns is None:
+                return
+            if time.monotonic() - self._t_last_js > self.params['sensors.encoders.timeout']:
+                now = self.get_clock().now().nanoseconds
+                if now > self._last_stamp_ns:
+                    self._tick(now, None)
 
     def _publish_diagnostics(self):
-        level, message, values = self.rt.diagnostics()
+        with self._lock:
+            level, message, values = self.rt.diagnostics()
         values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
+        if self.hot_loop is not None:
+            values.update(reading_batches=self.batches, largest_reading_batch=self.largest_batch,
+                          readings_thread_fifo_priority=self.hot_loop.granted_priority)
         self.pub_diag.publish(diagnostics('flexarm_control/state_estimator', self.model.spec.name, level, message,
                                           values, self.get_clock().now().nanoseconds))
