@@ -304,6 +304,10 @@ def test_future_stamped_readings_are_refused_and_missing_encoders_still_flagged(
             js = JointState(name=list(names), position=[0.0] * len(names))
             js.header.stamp.sec, js.header.stamp.nanosec = divmod(int(t_ns), 1_000_000_000)
             return serialize(js)
+        class Empty:                                  # nothing else queued (the node's own subscription unread)
+            def take_now(self):
+                return None
+        node.hot, node.side = Empty(), []
         take = node._on_readings
         take(reading(now))
         tr = node.rt.tracks['encoders']
@@ -373,6 +377,7 @@ def test_a_backlog_of_readings_is_one_tick_and_one_estimate():
         node.side = [(Queue([gauges(k) for k in range(1, 6)]), node.side[0][1])]
         node._on_readings(joint(1))
         assert len(published) == 2 and node.batches == 2 and node.largest_batch == 5
+        assert node.rt.ticks == 1                    # the first reading initialized; the backlog was one tick
         assert node.rt.tracks["encoders"].accepted == 6, node.rt.tracks["encoders"].last_reject
         assert node.rt.tracks["strain"].accepted == 6, node.rt.tracks["strain"].last_reject
         assert node.rt.tracks['encoders'].late == 0 and node.rt.tracks['strain'].late == 0

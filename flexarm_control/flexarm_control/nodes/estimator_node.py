@@ -2,7 +2,8 @@
 
 Subscribes (readings decoded by flexarm_sim.ros.sensors; a bad one is rejected and counted in /diagnostics):
     /joint_states                  sensor_msgs/JointState: encoders (+ the drives' rates and measured torque); each
-                                   reading is one filter period (the tick)
+                                   reading is one filter period (in real time the readings that came together are
+                                   fused in one tick)
     /effort_controller/commands    std_msgs/Float64MultiArray: the commanded torque (lockstep: /flexarm/effort_command,
                                    flexarm_msgs/JointEffortCommand, matched by step)
     /flexarm/strain                flexarm_msgs/StrainGauges (with sensors.strain.gauges)
@@ -33,7 +34,8 @@ with step k + 1 as it answers the plant's state — reproducible. A plant reset 
 
 Parameters: estimation/config.py (generated into config/estimator.yaml).
 QoS (reliable): readings depth READINGS_DEPTH in real time (a thread descheduled for tens of ms then fuses every
-reading at its own stamp, each period predicted with its own measured torque — ~0.1 ms a reading; estimating from
+reading at its own stamp, each period predicted with its own measured torque with input:=measured_effort, as the
+bring-ups set it — ~0.1 ms a reading; estimating from
 the newest reading only predicted the whole gap with one torque and reset the filter under load, issue 28), 100 in
 lock-step; commands depth 10; /flexarm/state_estimate depth 10 (lock-step 30000: a recorder may lag behind without
 losing one).
@@ -106,8 +108,10 @@ class EstimatorNode(Node):
         self._wait_since = None
         self._lock = threading.Lock()         # the runtime: readings thread (real time) vs. executor
         self.hot_loop = None
+        self.side = []                        # real time: (subscription, raw callback) of strain / accelerometer
         if self.lockstep:
-            # readings before the instant: their subscriptions first (module docstring)
+            # the readings of an instant before the instant itself: their subscriptions first (the executor takes one
+            # message per ready subscription in the order they were created, backlog or not)
             if rt.sensor_set.gauges:
                 self.create_subscription(StrainGauges, names.STRAIN, self._raw(StrainGauges, 'strain', 'strain',
                                                                                self._on_strain), readings, raw=True)
@@ -123,7 +127,6 @@ class EstimatorNode(Node):
             # wakes it; it takes the backlog of every reading topic and ticks once (module docstring)
             self.create_subscription(Float64MultiArray, names.EFFORT_COMMANDS, self._on_command, qos(10))
             self.hot = HotSubscription(self, JointState, names.JOINT_STATES, readings)
-            self.side = []                    # (subscription, raw callback) of the readings besides the encoders'
             if rt.sensor_set.gauges:
                 self.side.append((HotSubscription(self, StrainGauges, names.STRAIN, readings),
                                   self._raw(StrainGauges, 'strain', 'strain', self._on_strain)))
@@ -160,7 +163,8 @@ class EstimatorNode(Node):
     # ------------------------------------------------------------------ readings
     def _raw(self, msg_type, track, what, handler):
         """A callback for a raw subscription: a message beyond sensors.MAX_READING_BYTES is refused unread (a huge
-        one would hold this node's only thread while rclpy reads it), others are read and handed on."""
+        one would hold the thread that reads it, and in real time the runtime's lock), others are read and handed
+        on."""
         def callback(data):
             why = too_long(data)
             if not why:
@@ -222,23 +226,25 @@ class EstimatorNode(Node):
             if data is None:
                 break
             joints.append(data)
-        side = []
-        for hot, callback in self.side:
-            for _ in range(READINGS_DEPTH):
-                data = hot.take_now()
-                if data is None:
-                    break
-                side.append((callback, data))
         with self._lock:
             self._batch_stamp = None
-            for callback, data in side:
-                callback(data)
+            self._take_side_readings()
             for data in joints:
                 self._joint_reading(data)
             if self._batch_stamp is not None:
                 self._tick(self._batch_stamp, None)
             self.batches += 1
             self.largest_batch = max(self.largest_batch, len(joints))
+
+    def _take_side_readings(self):
+        """Real time, under the lock: every queued strain / accelerometer reading validated and kept (by the readings
+        thread before its tick, by the timer's tick while the encoders are missing: they are fused then too)."""
+        for hot, callback in self.side:
+            for _ in range(READINGS_DEPTH):
+                data = hot.take_now()
+                if data is None:
+                    break
+                callback(data)
 
     # ------------------------------------------------------------------ lifecycle (node_main)
     def start(self):
@@ -378,14 +384,15 @@ class EstimatorNode(Node):
             if time.monotonic() - self._t_last_js > self.params['sensors.encoders.timeout']:
                 now = self.get_clock().now().nanoseconds
                 if now > self._last_stamp_ns:
+                    self._take_side_readings()
                     self._tick(now, None)
 
     def _publish_diagnostics(self):
         with self._lock:
             level, message, values = self.rt.diagnostics()
-        values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
-        if self.hot_loop is not None:
-            values.update(reading_batches=self.batches, largest_reading_batch=self.largest_batch,
-                          readings_thread_fifo_priority=self.hot_loop.granted_priority)
+            values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
+            if self.hot_loop is not None:
+                values.update(reading_batches=self.batches, largest_reading_batch=self.largest_batch,
+                              readings_thread_fifo_priority=self.hot_loop.granted_priority)
         self.pub_diag.publish(diagnostics('flexarm_control/state_estimator', self.model.spec.name, level, message,
                                           values, self.get_clock().now().nanoseconds))
