@@ -7,7 +7,8 @@ exits 3) and measures the tracking; then every node stops cleanly on SIGINT.
 
 Bounds are those `flexarm run` meets. Lock-step is reproducible: the figures match `flexarm run --time-mode
 lockstep` (test_runner.py); real time and simtime are held to "bounded and tracking" (they depend on the load:
-issue 12's report was elbows swinging by radians, torques saturated)."""
+issue 12's report was elbows swinging by radians, torques saturated): not lost, the tracking bounds below; a run that
+left the model's validity after a stall (exit 3, `validity_left`) is within that."""
 import json
 import os
 import signal
@@ -61,8 +62,13 @@ def test_sim_launch_closes_the_loop(controller, time_mode, ros_env, tmp_path):
                            env=ros_env, capture_output=True, text=True, timeout=300)
         # on failure the run's summary too (it is printed before a lost or invalid run exits 3): the safe mode's
         # entries, the states' ages, the FIFO priorities granted say why
-        assert r.returncode == 0, r.stderr[-3000:] + '\nsummary: ' + r.stdout[-3000:]
+        why = r.stderr[-3000:] + '\nsummary: ' + r.stdout[-3000:]
+        assert r.returncode in (0, 3), why
         s = json.loads(r.stdout.strip().splitlines()[-1])
+        # lock-step: exit 0. Real time: the arm must not be lost; the model's validity is reported, not asserted:
+        # it depends on the load (fresh clones: a single state 331 ms late put modal in the safe mode and the
+        # return bent link 0 to 16.5 %, pd_servo's to 18.0 %; 9.5 % without a stall)
+        assert r.returncode == 0 or (time_mode != 'lockstep' and not s['lost'] and s['validity_left']), why
         rms, tip = s['joint_rms_error_rad'], s['peak_tip_deflection_m']
         assert s['time_mode'] == time_mode and s['samples'] > 500
         assert max(rms) < (0.3 if time_mode == 'lockstep' else 0.5), s
