@@ -1,5 +1,6 @@
 """Test support for the ROS user's path: installed node executables, their parameters over the parameter services
 (what `ros2 param get/dump` read), clean stops."""
+import json
 import math
 import os
 import signal
@@ -115,7 +116,6 @@ def run_summary(r, time_mode='realtime') -> dict:
     put modal in the safe mode and the return bent link 0 to 15.4-16.5 %, pd_servo's to 18.0 %; ~9.5 % without a
     stall). On failure the message carries the summary too (the safe mode's entries, the states' ages, the FIFO
     priorities granted say why)."""
-    import json
     why = r.stderr[-3000:] + '\nsummary: ' + r.stdout[-3000:]
     assert r.returncode in (0, 3), why
     s = json.loads(r.stdout.strip().splitlines()[-1])

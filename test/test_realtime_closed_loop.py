@@ -1,6 +1,6 @@
 """System test: the De Luca arm under each controller in real time over DDS (plant and controller in their own
-processes, `flexarm run` defaults: plant 1 kHz, states and control at 500 Hz; a 30 deg move, unloaded within the model's
-validity) stays bounded and tracks.
+processes, `flexarm run` defaults: plant 1 kHz, states and control at 500 Hz; a 30 deg move, within the model's
+validity when no state comes late) stays bounded and tracks.
 
 Behaviour only, no timing asserts: before the delay-aware laws (controller_node.py, laws: input_delay) and the
 loop-thread state publishing of the plant, these runs diverged (joint errors of radians, tip deflections of metres,

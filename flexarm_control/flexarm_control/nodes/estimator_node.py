@@ -16,7 +16,7 @@ Publishes:
     /diagnostics                   innovations, standard deviations, sensors missing / rejected / late, resets
 
 Real time (and simtime): the readings are taken by a thread of their own outside the executor (flexarm_sim/ros/
-hotpath.py, at SCHED_FIFO `realtime_priority` where permitted), woken by each /joint_states reading: it takes that
+hotpath.py; normal scheduling unless `realtime_priority` asks for SCHED_FIFO), woken by each /joint_states reading: it takes that
 reading, the joint readings queued behind it and every queued strain / accelerometer reading (the plant publishes
 them before its joint state, so the readings of an instant are there when its joint reading is), and one tick at the
 newest joint reading's stamp fuses them all, each at its own stamp, and publishes one estimate. A process that fell
@@ -35,10 +35,9 @@ with step k + 1 as it answers the plant's state — reproducible. A plant reset 
 Parameters: estimation/config.py (generated into config/estimator.yaml).
 QoS (reliable): readings depth READINGS_DEPTH in real time (a thread descheduled for tens of ms then fuses every
 reading at its own stamp, each period predicted with its own measured torque with input:=measured_effort, as the
-bring-ups set it — ~0.1 ms a reading; estimating from
-the newest reading only predicted the whole gap with one torque and reset the filter under load, issue 28), 100 in
-lock-step; commands depth 10; /flexarm/state_estimate depth 10 (lock-step 30000: a recorder may lag behind without
-losing one).
+bring-ups set it — ~0.1 ms a reading; estimating from the newest reading only predicted the whole gap with one
+torque and reset the filter under load, issue 28), 100 in lock-step; commands depth 10; /flexarm/state_estimate
+depth 10 (lock-step 30000: a recorder may lag behind without losing one).
 """
 from __future__ import annotations
 
