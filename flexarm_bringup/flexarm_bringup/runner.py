@@ -452,6 +452,9 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            # SCHED_FIFO priorities granted (0: normal scheduling) to the plant's loop and the controller's state thread
            'plant_loop_fifo_priority': _num(plant_diag.get('loop_thread_fifo_priority')),
            'controller_state_thread_fifo_priority': _num(controller_diag.get('state_thread_fifo_priority')),
+           # DDS receive threads put at SCHED_FIFO beside those threads (0: none; they deliver what those threads await)
+           'plant_dds_receive_threads_fifo': _num(plant_diag.get('dds_receive_threads_fifo')),
+           'controller_dds_receive_threads_fifo': _num(controller_diag.get('dds_receive_threads_fifo')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
            'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
            'controller_safe_mode_time_s': _num(controller_diag.get('safe_mode_time_s')),

@@ -65,3 +65,51 @@ def test_as_fast_as_possible_and_compute_stats():
         st.record_compute(k * 1e-6)
     summ = st.summary(0.001)
     assert summ['compute_max_s'] == pytest.approx(9e-6) and summ['period_err_max_s'] == pytest.approx(0, abs=1e-12)
+
+
+def _named_threads(names):
+    """Threads of this process whose kernel names (comm) are `names`, parked until the returned event is set;
+    returns (tids by name, release event, threads)."""
+    import ctypes
+    import threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    tids, ready, release = {}, threading.Barrier(len(names) + 1), threading.Event()
+
+    def park(name):
+        libc.prctl(15, ctypes.c_char_p(name.encode()), 0, 0, 0)         # PR_SET_NAME: what /proc/<tid>/comm reads
+        tids[name] = threading.get_native_id()
+        ready.wait()
+        release.wait(10.0)
+
+    threads = [threading.Thread(target=park, args=(n,), daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    ready.wait()
+    return tids, release, threads
+
+
+def test_receive_threads_are_the_dds_reception_threads_only():
+    """ReceiveThreads raises Fast DDS's reception threads (dds.udp/shm/tcp.<port>), none else (not the shared-memory
+    watchdog, not a thread that merely starts with dds), each once; where SCHED_FIFO is not permitted it says why."""
+    import os
+
+    from flexarm_sim.common.scheduler import ReceiveThreads
+    names = ['dds.udp.7411', 'dds.shm.26665', 'dds.tcp.5100', 'dds.shm.wdog', 'dds.ev.0', 'dds.udp.x', 'worker']
+    tids, release, threads = _named_threads(names)
+    try:
+        rt = ReceiveThreads(3)
+        n = rt.raise_new()
+        policy = {name: os.sched_getscheduler(tid) for name, tid in tids.items()}
+        if rt.refused is None:
+            assert n == 3 and rt.raised == 3
+            assert {k for k, p in policy.items() if p == os.SCHED_FIFO} == {'dds.udp.7411', 'dds.shm.26665',
+                                                                            'dds.tcp.5100'}
+            assert os.sched_getparam(tids['dds.udp.7411']).sched_priority == 3
+        else:                                  # no CAP_SYS_NICE nor rtprio limit: refused, counted as not raised
+            assert n == 0 and rt.raised == 0 and all(p != os.SCHED_FIFO for p in policy.values())
+        assert rt.raise_new() == 0 and rt.update() == rt.raised        # each thread once
+        assert ReceiveThreads(0).raise_new() == 0                      # priority 0: nothing done
+    finally:
+        release.set()
+        for t in threads:
+            t.join()

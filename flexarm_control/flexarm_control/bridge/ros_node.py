@@ -42,7 +42,8 @@ from std_srvs.srv import Trigger
 
 from flexarm_msgs.msg import FlexState
 from flexarm_msgs.srv import Enable
-from flexarm_sim.common.scheduler import FixedRateScheduler, fifo_report, set_thread_fifo, set_timer_slack
+from flexarm_sim.common.scheduler import (FixedRateScheduler, ReceiveThreads, fifo_report, set_thread_fifo,
+                                         set_timer_slack)
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
@@ -124,6 +125,7 @@ class BridgeNode(Node):
         self._warn_last = 0.0
         self._running = False
         self.loop_priority = 0              # SCHED_FIFO priority the loop thread got (0: normal scheduling)
+        self.receive = ReceiveThreads(0)    # the DDS receive threads (commands), one below a FIFO loop thread
         self._thread = threading.Thread(target=self._loop, name='bridge-loop', daemon=True)
         wd = self.cfg['bus_watchdog']
         self.get_logger().info(
@@ -192,6 +194,7 @@ class BridgeNode(Node):
         v['port'] = self.cfg['port']
         v['baud_rate'] = self.cfg['baud_rate']
         v['loop_thread_fifo_priority'] = self.loop_priority
+        v['dds_receive_threads_fifo'] = self.receive.update()
         st.values = [KeyValue(key=k, value=_fmt(x)) for k, x in v.items()]
         arr.status.append(st)
         for s in core.servo_status():
@@ -234,6 +237,9 @@ class BridgeNode(Node):
         prio = self.cfg['realtime_priority']
         why = set_thread_fifo(prio)
         self.loop_priority = prio if why is None else 0
+        if prio > 0 and why is None:
+            self.receive = ReceiveThreads(max(1, prio - 1))
+            self.receive.raise_new()
         report = fifo_report('bridge loop thread', 'realtime_priority', prio, why)
         if report is not None:
             log_at(self.get_logger(), *report)

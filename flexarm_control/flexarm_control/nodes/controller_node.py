@@ -291,7 +291,8 @@ class ControllerNode(Node):
             level, message, values = self.rt.diagnostics(self._stale)
         values = dict(values, arm_id=self.layout.arm_id, states_decoded_fast=self.decoder.fast,
                       states_decoded_slow=self.decoder.slow,
-                      state_thread_fifo_priority=self.hot_loop.granted_priority)
+                      state_thread_fifo_priority=self.hot_loop.granted_priority,
+                      dds_receive_threads_fifo=self.hot_loop.receive.update())
         for mon in (self.sources, self.state_sources):
             _, why, more = graph.watch(self, mon, self.get_logger().warning)
             values.update(more)

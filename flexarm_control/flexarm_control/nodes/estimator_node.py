@@ -392,6 +392,7 @@ class EstimatorNode(Node):
             values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
             if self.hot_loop is not None:
                 values.update(reading_batches=self.batches, largest_reading_batch=self.largest_batch,
-                              readings_thread_fifo_priority=self.hot_loop.granted_priority)
+                              readings_thread_fifo_priority=self.hot_loop.granted_priority,
+                              dds_receive_threads_fifo=self.hot_loop.receive.update())
         self.pub_diag.publish(diagnostics('flexarm_control/state_estimator', self.model.spec.name, level, message,
                                           values, self.get_clock().now().nanoseconds))

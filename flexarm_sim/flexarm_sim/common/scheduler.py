@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import time
 
 import numpy as np
@@ -53,6 +54,63 @@ def fifo_report(thread: str, param: str, priority: int, refused):
         return 'info', f'{thread}: SCHED_FIFO priority {priority}'
     return 'warn', (f'{param} {priority} refused ({refused}): {thread} at normal scheduling (grant CAP_SYS_NICE or '
                     'an rtprio limit: a loaded machine then delays it less)')
+
+
+#: Fast DDS's reception threads, by the names its threading model gives them ("dds.udp.<port>", "dds.shm.<port>",
+#: "dds.tcp.<port>"; not "dds.shm.wdog", its shared-memory watchdog)
+RECEIVE_THREAD_NAME = re.compile(r'dds\.(udp|shm|tcp)\.\d+')
+
+
+class ReceiveThreads:
+    """The middleware's reception threads of this process, at SCHED_FIFO `priority` beside a node's FIFO hot thread.
+
+    A FIFO thread waiting for a message gains nothing while the thread that delivers it runs at normal scheduling:
+    under two CPU hogs the controller's states came 20-350 ms after their sample instants (state thread at FIFO 40,
+    Fast DDS's receive threads not), with them at FIFO 0.3-1.0 ms at the 99th percentile. Threads are found by name
+    in /proc (`task_dir`); `raise_new()` takes the ones created since its last call (a node calls it at start and
+    with its diagnostics). priority 0: nothing is done."""
+
+    def __init__(self, priority: int, task_dir: str = '/proc/self/task'):
+        self.priority = int(priority)
+        self.task_dir = task_dir
+        self.raised = 0               # threads put at SCHED_FIFO
+        self.refused = None           # why the last refused one was refused (None: none refused)
+        self._seen = set()
+
+    def raise_new(self) -> int:
+        """Put the reception threads not seen before at SCHED_FIFO; returns how many were raised by this call."""
+        if self.priority <= 0:
+            return 0
+        try:
+            tids = os.listdir(self.task_dir)
+        except OSError as e:
+            self.refused = str(e)
+            return 0
+        n = 0
+        for tid in tids:
+            if tid in self._seen:
+                continue
+            try:
+                with open(os.path.join(self.task_dir, tid, 'comm')) as f:
+                    name = f.read().strip()
+            except OSError:           # the thread ended meanwhile
+                continue
+            self._seen.add(tid)
+            if not RECEIVE_THREAD_NAME.fullmatch(name):
+                continue
+            try:
+                os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(self.priority))
+            except (OSError, AttributeError, ValueError) as e:
+                self.refused = str(e) or type(e).__name__
+                continue
+            n += 1
+        self.raised += n
+        return n
+
+    def update(self) -> int:
+        """raise_new(), then the number of threads raised so far (for /diagnostics)."""
+        self.raise_new()
+        return self.raised
 
 
 def set_timer_slack(ns: int = 1000) -> bool:

@@ -60,7 +60,8 @@ from ..sensors import SimulatedSensors
 from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
-from ..common.scheduler import FixedRateScheduler, fifo_report, set_thread_fifo, set_thread_normal, set_timer_slack
+from ..common.scheduler import (FixedRateScheduler, ReceiveThreads, fifo_report, set_thread_fifo, set_thread_normal,
+                                set_timer_slack)
 from .servo import RELEASE_S, JointServo, WatchdogHold
 
 RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
@@ -130,6 +131,7 @@ class PlantRuntime:
         self.controller_timeouts = 0
         self.zero_torque_periods = 0
         self.loop_priority = 0
+        self.receive = ReceiveThreads(0)        # the DDS receive threads (commands), one below the FIFO loop thread
         self.watchdog_state = self.gate.state
         self._trail = collections.deque(maxlen=max(1, values['markers.trail_length']))
         self._trail_ns = None                   # stamp of the newest trail point (a re-sent instant adds none)
@@ -399,6 +401,7 @@ class PlantRuntime:
             'step': c.step_index, 'sim_time_s': self.sim_ns() * 1e-9, 'paused': self.paused,
             'waiting_for_command': self.awaiting_command,
             'loop_thread_fifo_priority': self.loop_priority,
+            'dds_receive_threads_fifo': self.receive.update(),
             'spin_us': 1e6 * self.sched.spin,
             'servo': (f'on, {c.servo.substeps} sub-steps per step, set-point '
                       f'{np.array2string(c.servo.q_c, precision=4)}, '
@@ -541,6 +544,9 @@ class PlantRuntime:
             why = set_thread_fifo(prio)
             self.loop_priority = prio if why is None else 0
             self._log(*fifo_report('timing loop thread', 'timing.realtime_priority', prio, why))
+            if why is None:
+                self.receive = ReceiveThreads(max(1, prio - 1))
+                self.receive.raise_new()
         try:
             if self.mode == 'lockstep':
                 self._lockstep_loop()

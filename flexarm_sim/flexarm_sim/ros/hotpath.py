@@ -8,7 +8,9 @@ names) in a callback group no executor ever waits on (`Detached`: rclpy's execut
 says it cannot execute), and `take(timeout)` blocks in rcl's wait on just this subscription (and a guard condition
 that `wake()` triggers), then takes the next message serialized. `HotLoop` runs a handler for every message in a
 thread, optionally at a SCHED_FIFO priority (a controller's state thread: a CPU hog at normal priority cannot
-delay its answer; it blocks in rcl's wait between messages, so it never hogs a core).
+delay its answer; it blocks in rcl's wait between messages, so it never hogs a core), and then the process's DDS
+receive threads one priority below it (`ReceiveThreads`: a FIFO thread waiting for what a starved normal-priority
+thread delivers waits as long as that thread is starved).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from rclpy.callback_groups import CallbackGroup
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-from ..common.scheduler import set_thread_fifo
+from ..common.scheduler import ReceiveThreads, set_thread_fifo
 
 
 class Detached(CallbackGroup):
@@ -98,6 +100,7 @@ class HotLoop:
         self.hot, self.handler, self.on_error = hot, handler, on_error
         self.priority = priority               # SCHED_FIFO priority asked for (0: normal scheduling)
         self.priority_refused = None           # why the thread could not have it (None: granted or not asked)
+        self.receive = ReceiveThreads(0)       # the DDS receive threads, raised once the thread has its priority
         self._started = threading.Event()
         self._running = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -122,6 +125,9 @@ class HotLoop:
 
     def _run(self):
         self.priority_refused = set_thread_fifo(self.priority)
+        if self.priority > 0 and self.priority_refused is None:
+            self.receive = ReceiveThreads(max(1, self.priority - 1))
+            self.receive.raise_new()
         self._started.set()
         take = self.hot.take
         while self._running:
