@@ -109,6 +109,8 @@ def test_receive_threads_are_the_dds_reception_threads_only():
             assert n == 0 and rt.raised == 0 and all(p != os.SCHED_FIFO for p in policy.values())
         assert rt.raise_new() == 0 and rt.update() == rt.raised        # each thread once
         assert ReceiveThreads(0).raise_new() == 0                      # priority 0: nothing done
+        assert ReceiveThreads.beside(40, 'Operation not permitted').priority == 0       # beside a refused thread
+        assert ReceiveThreads.beside(0, None).priority == 0
     finally:
         release.set()
         for t in threads:

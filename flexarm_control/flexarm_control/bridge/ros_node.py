@@ -237,9 +237,7 @@ class BridgeNode(Node):
         prio = self.cfg['realtime_priority']
         why = set_thread_fifo(prio)
         self.loop_priority = prio if why is None else 0
-        if prio > 0 and why is None:
-            self.receive = ReceiveThreads(max(1, prio - 1))
-            self.receive.raise_new()
+        self.receive = ReceiveThreads.beside(prio, why)
         report = fifo_report('bridge loop thread', 'realtime_priority', prio, why)
         if report is not None:
             log_at(self.get_logger(), *report)

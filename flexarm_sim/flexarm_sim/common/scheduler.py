@@ -77,6 +77,14 @@ class ReceiveThreads:
         self.refused = None           # why the last refused one was refused (None: none refused)
         self._seen = set()
 
+    @classmethod
+    def beside(cls, priority: int, refused) -> 'ReceiveThreads':
+        """The receive threads one priority below a thread that asked for SCHED_FIFO `priority` (set_thread_fifo's
+        result `refused`), raised now; none when that thread was not granted it."""
+        rt = cls(max(1, priority - 1) if priority > 0 and refused is None else 0)
+        rt.raise_new()
+        return rt
+
     def raise_new(self) -> int:
         """Put the reception threads not seen before at SCHED_FIFO; returns how many were raised by this call."""
         if self.priority <= 0:

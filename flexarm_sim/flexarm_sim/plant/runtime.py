@@ -544,9 +544,7 @@ class PlantRuntime:
             why = set_thread_fifo(prio)
             self.loop_priority = prio if why is None else 0
             self._log(*fifo_report('timing loop thread', 'timing.realtime_priority', prio, why))
-            if why is None:
-                self.receive = ReceiveThreads(max(1, prio - 1))
-                self.receive.raise_new()
+            self.receive = ReceiveThreads.beside(prio, why)
         try:
             if self.mode == 'lockstep':
                 self._lockstep_loop()

@@ -125,9 +125,7 @@ class HotLoop:
 
     def _run(self):
         self.priority_refused = set_thread_fifo(self.priority)
-        if self.priority > 0 and self.priority_refused is None:
-            self.receive = ReceiveThreads(max(1, self.priority - 1))
-            self.receive.raise_new()
+        self.receive = ReceiveThreads.beside(self.priority, self.priority_refused)
         self._started.set()
         take = self.hot.take
         while self._running:
