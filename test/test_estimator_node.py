@@ -16,6 +16,8 @@ import rclpy
 import yaml
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
+from flexarm_sim.ros.hotpath import HotSubscription
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from plant_harness import stop  # noqa: E402
@@ -285,6 +287,18 @@ def test_hardware_in_the_loop_modal_lqr_from_the_estimate(spawn, tmp_path, ros_e
         emu.close()
 
 
+class QueuedReadings:
+    """Stand-in of a HotSubscription holding `items` already received (the readings thread's handler takes them)."""
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    def take_now(self):
+        return self.items.pop(0) if self.items else None
+
+    queued = HotSubscription.queued
+
+
 def test_future_stamped_readings_are_refused_and_missing_encoders_still_flagged():
     """Issue 24: one /joint_states reading stamped in the future disabled the estimator's missing-encoder watch
     (its newest stamp lay ahead of every later tick: encoders silent for 5 s, estimates still published,
@@ -304,10 +318,7 @@ def test_future_stamped_readings_are_refused_and_missing_encoders_still_flagged(
             js = JointState(name=list(names), position=[0.0] * len(names))
             js.header.stamp.sec, js.header.stamp.nanosec = divmod(int(t_ns), 1_000_000_000)
             return serialize(js)
-        class Empty:                                  # nothing else queued (the node's own subscription unread)
-            def take_now(self):
-                return None
-        node.hot, node.side = Empty(), []
+        node.hot, node.side = QueuedReadings([]), []   # nothing else queued (the node's own subscription unread)
         take = node._on_readings
         take(reading(now))
         tr = node.rt.tracks['encoders']
@@ -362,19 +373,13 @@ def test_a_backlog_of_readings_is_one_tick_and_one_estimate():
             g.header.stamp.sec, g.header.stamp.nanosec = divmod(stamps[k], 1_000_000_000)
             return serialize(g)
 
-        class Queue:
-            def __init__(self, items):
-                self.items = list(items)
-
-            def take_now(self):
-                return self.items.pop(0) if self.items else None
         published = []
         node.pub = type('Pub', (), {'publish': lambda self, m: published.append(m)})()
-        node.hot = Queue([])
-        node.side = [(Queue([gauges(0)]), node.side[0][1])]
+        node.hot = QueuedReadings([])
+        node.side = [(QueuedReadings([gauges(0)]), node.side[0][1])]
         node._on_readings(joint(0))                                       # the first reading initializes
-        node.hot = Queue([joint(k) for k in range(2, 6)])                 # 1 woke the thread, 2..5 queued behind
-        node.side = [(Queue([gauges(k) for k in range(1, 6)]), node.side[0][1])]
+        node.hot = QueuedReadings([joint(k) for k in range(2, 6)])        # 1 woke the thread, 2..5 queued behind
+        node.side = [(QueuedReadings([gauges(k) for k in range(1, 6)]), node.side[0][1])]
         node._on_readings(joint(1))
         assert len(published) == 2 and node.batches == 2 and node.largest_batch == 5
         assert node.rt.ticks == 1                    # the first reading initialized; the backlog was one tick

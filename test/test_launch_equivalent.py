@@ -7,8 +7,8 @@ exits 3) and measures the tracking; then every node stops cleanly on SIGINT.
 
 Bounds are those `flexarm run` meets. Lock-step is reproducible: the figures match `flexarm run --time-mode
 lockstep` (test_runner.py); real time and simtime are held to "bounded and tracking" (they depend on the load:
-issue 12's report was elbows swinging by radians, torques saturated): not lost, the tracking bounds below; a run that
-left the model's validity after a stall (exit 3, `validity_left`) is within that."""
+issue 12's report was elbows swinging by radians, torques saturated): exit 0 (not lost, within the model's validity)
+and the tracking bounds below."""
 import json
 import os
 import signal

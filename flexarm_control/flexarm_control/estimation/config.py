@@ -28,9 +28,9 @@ TABLE = ParamTable('state_estimator', {
     'realtime_priority': Param(0, integer(lo=0, hi=99),
                                'not lockstep: SCHED_FIFO priority of the thread that takes the readings and publishes '
                                'the estimate, where permitted (CAP_SYS_NICE or an rtprio limit; refused -> warning); '
-                               '0 = normal scheduling, the default: its ~0.5 ms of work per reading at a FIFO priority '
-                               'starved the DDS threads that deliver the readings on a 2-core machine (45: the '
-                               'arm lost in 4 of 4 real-time runs of modal on encoders, 0: kept in 9 of 11; issue 28)'),
+                               'its DDS receive threads one below; 0 = normal scheduling, the default: FIFO gains '
+                               'nothing measured (modal on encoders beside two CPU hogs lost in 3 of 4 runs at 45 as '
+                               'at 0; at idle before the receive threads were raised, 45 lost 4 of 4; issue 28)'),
     'input': Param('command', choice(INPUTS),
                    'the torque the prediction applies: command (/effort_controller/commands, lockstep '
                    '/flexarm/effort_command) or measured_effort (the effort of /joint_states: the drives\' measured '

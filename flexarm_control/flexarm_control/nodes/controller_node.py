@@ -39,7 +39,6 @@ from flexarm_msgs.msg import FlexState, JointEffortCommand
 from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
-from flexarm_sim.common.scheduler import fifo_report
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import graph, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder
@@ -162,14 +161,7 @@ class ControllerNode(Node):
     # ------------------------------------------------------------------ lifecycle (node_main)
     def start(self):
         self.rt.start()
-        if not self.hot_loop.start():
-            log_at(self.get_logger(), 'warn', 'state thread: not running 5 s after its start (a starved process): '
-                                              'states are answered once it runs')
-            return
-        report = fifo_report('state thread', 'realtime_priority', self.hot_loop.priority,
-                             self.hot_loop.priority_refused)
-        if report is not None:
-            log_at(self.get_logger(), *report)
+        self.hot_loop.start_reported(self.log, 'state thread', 'states are answered once it runs')
 
     def stop(self):
         self.hot_loop.stop()

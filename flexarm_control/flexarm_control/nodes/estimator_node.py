@@ -56,7 +56,6 @@ from flexarm_sim.arms import arm_id, load_arm_model
 from flexarm_sim.common.commands import clip
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs
-from flexarm_sim.common.scheduler import fifo_report
 from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import names
 from flexarm_sim.ros.flexstate import FlexStateEncoder, check_arm
@@ -219,12 +218,7 @@ class EstimatorNode(Node):
         each at its own stamp (runtime.tick), and publishes one estimate. A process that fell behind catches up
         in one tick instead of publishing an estimate per reading, each older than the last (issue 28: behind
         by ~100 ms at 500 Hz, the controller's safe mode lost the arm)."""
-        joints = [first]
-        while len(joints) < READINGS_DEPTH:
-            data = self.hot.take_now()
-            if data is None:
-                break
-            joints.append(data)
+        joints = [first, *self.hot.queued(READINGS_DEPTH - 1)]
         with self._lock:
             self._batch_stamp = None
             self._take_side_readings()
@@ -239,24 +233,14 @@ class EstimatorNode(Node):
         """Real time, under the lock: every queued strain / accelerometer reading validated and kept (by the readings
         thread before its tick, by the timer's tick while the encoders are missing: they are fused then too)."""
         for hot, callback in self.side:
-            for _ in range(READINGS_DEPTH):
-                data = hot.take_now()
-                if data is None:
-                    break
+            for data in hot.queued(READINGS_DEPTH):
                 callback(data)
 
     # ------------------------------------------------------------------ lifecycle (node_main)
     def start(self):
         if self.hot_loop is None:
             return
-        if not self.hot_loop.start():
-            self.log('warn', 'readings thread: not running 5 s after its start (a starved process): readings are '
-                             'estimated once it runs')
-            return
-        report = fifo_report('readings thread', 'realtime_priority', self.hot_loop.priority,
-                             self.hot_loop.priority_refused)
-        if report is not None:
-            self.log(*report)
+        self.hot_loop.start_reported(self.log, 'readings thread', 'readings are estimated once it runs')
 
     def stop(self):
         if self.hot_loop is None:

@@ -184,17 +184,11 @@ class PlantNode(Node):
     # ------------------------------------------------------------------ the runtime's sink
     def poll_commands(self):
         """Every tick (loop thread): the torque commands received since the last one (lock-step: counted, ignored)."""
-        while True:
-            data = self.hot_effort.take_now()
-            if data is None:
-                break
+        for data in self.hot_effort.queued():
             self._on_command(data)
         if self.mode == 'lockstep':
             return
-        while True:
-            data = self.hot.take_now()
-            if data is None:
-                return
+        for data in self.hot.queued():
             self._on_stamped(data)
 
     def take_command(self, timeout_s):

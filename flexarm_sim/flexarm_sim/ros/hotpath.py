@@ -20,7 +20,7 @@ from rclpy.callback_groups import CallbackGroup
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-from ..common.scheduler import ReceiveThreads, set_thread_fifo
+from ..common.scheduler import ReceiveThreads, fifo_report, set_thread_fifo
 
 
 class Detached(CallbackGroup):
@@ -57,6 +57,16 @@ class HotSubscription:
             return None
         self.taken += 1
         return got[0]
+
+    def queued(self, limit=None):
+        """The messages already received (bytes), taken one by one without waiting; at most `limit` (None: all)."""
+        n = 0
+        while limit is None or n < limit:
+            data = self.take_now()
+            if data is None:
+                return
+            n += 1
+            yield data
 
     def take(self, timeout_s: float):
         """The next message (bytes), waiting up to timeout_s; None on timeout or wake()."""
@@ -116,6 +126,17 @@ class HotLoop:
         self._running = True
         self._thread.start()
         return self._started.wait(timeout)
+
+    def start_reported(self, log, what: str, until_then: str) -> bool:
+        """start(), and log(level, message) how it went: the thread not running 5 s after its start (`until_then`:
+        what waits for it), or its SCHED_FIFO request's report (`realtime_priority`, fifo_report)."""
+        if not self.start():
+            log('warn', f'{what}: not running 5 s after its start (a starved process): {until_then}')
+            return False
+        report = fifo_report(what, 'realtime_priority', self.priority, self.priority_refused)
+        if report is not None:
+            log(*report)
+        return True
 
     def stop(self):
         self._running = False
