@@ -82,3 +82,21 @@ def test_an_import_failing_without_a_signal_keeps_its_traceback():
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def test_a_running_program_waiting_for_a_stop_signal_wakes_at_once():
+    """StopSignals.wait: the main loop's wait (the servo emulator's) ends on a signal within a poll slice, and after
+    its timeout without one. The handler takes no lock (it used to set a threading.Event, whose lock Event.wait
+    holds in the main thread between wake-ups: a signal landing there never returned)."""
+    import threading
+    sig = StopSignals().install()
+    try:
+        sig.started()
+        t0 = time.monotonic()
+        assert sig.wait(0.1) is False and time.monotonic() - t0 >= 0.1
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        t0 = time.monotonic()
+        assert sig.wait(10.0) is True and sig.stopped and sig.signum == signal.SIGTERM
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        sig.restore()

@@ -871,9 +871,9 @@ def _control(emu: "ServoEmulator", line: str) -> str:
     return "ok " + " ".join(words)
 
 
-def _read_commands(emu: "ServoEmulator", stop: threading.Event) -> None:
+def _read_commands(emu: "ServoEmulator", signals: StopSignals) -> None:
     for line in sys.stdin:
-        if stop.is_set():
+        if signals.stopped:
             return
         if not line.strip():
             continue
@@ -922,8 +922,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("serving ids %s (%s%s) at nominal %d baud on %s; Ctrl-C to stop"
               % (ids, model, ", arm model " + args.arm if args.arm else "", args.baud, emu.port_name),
               file=sys.stderr, flush=True)
-        threading.Thread(target=_read_commands, args=(emu, signals.event), name="commands", daemon=True).start()
-        while not signals.event.wait(0.5):
+        threading.Thread(target=_read_commands, args=(emu, signals), name="commands", daemon=True).start()
+        while not signals.wait(0.5):
             pass
     except BaseException:
         if not signals.stopped:        # else: the stop signal's Stop, or what it became inside an import

@@ -6,7 +6,14 @@ exit by signal (-15). :class:`StopSignals` replaces both handlers before anythin
 
 * during start-up (until :meth:`StopSignals.started`) a signal raises :class:`Stop` in the main
   thread, which ``main()`` catches to clean up what exists and return 0;
-* afterwards it only sets :attr:`StopSignals.event`; the main loop polls it and stops in order.
+* afterwards it only records the signal (:attr:`StopSignals.stopped`); the main loop polls it, or waits in
+  :meth:`StopSignals.wait`, and stops in order.
+
+The handler takes no lock. It runs in the main thread, between two bytecodes of whatever the main thread was doing;
+it used to set a threading.Event, whose set() takes the Condition lock that Event.wait() holds at some of its own
+bytecode boundaries: a main loop waiting on that event (the servo emulator's) could deadlock on a signal landing
+there. (Twice a SIGTERM did not end the serving emulator within 20 s; not reproduced since, so that this was the
+cause is likely, not shown.)
 
 A second signal never raises, so clean-up code is not interrupted. ``install(raise_stop=False)``
 only records the signal (for module-level imports, where an exception would be a traceback);
@@ -16,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
+import time
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _active = None          # the StopSignals installed last (`held`)
@@ -41,7 +48,7 @@ class Stop(BaseException):
 
 class StopSignals:
     def __init__(self):
-        self.event = threading.Event()
+        self._signalled = False         # set by the handler only (a plain store: no lock, see the module docstring)
         self.signum = None
         self._raise = True
         self._started = False
@@ -69,7 +76,7 @@ class StopSignals:
 
     def raise_stop(self) -> None:
         """From now until :meth:`started`, a signal raises :class:`Stop`; raises now if one came."""
-        if self.event.is_set():
+        if self._signalled:
             self._raise = False
             raise Stop(self.signum)
         self._raise = True
@@ -77,7 +84,7 @@ class StopSignals:
     def _handle(self, signum, _frame):
         if self.signum is None:
             self.signum = signum
-        self.event.set()
+        self._signalled = True
         if self._raise:
             self._raise = False
             raise Stop(signum)
@@ -89,7 +96,19 @@ class StopSignals:
 
     @property
     def stopped(self) -> bool:
-        return self.event.is_set()
+        """A stop signal came (any thread may read it)."""
+        return self._signalled
+
+    def wait(self, timeout: float, poll: float = 0.05) -> bool:
+        """Sleep until a stop signal came (True) or `timeout` s passed (False), in slices of `poll` s (a signal's
+        handler runs during a slice, which then resumes: seen at most `poll` s later). Takes no lock."""
+        deadline = time.monotonic() + timeout
+        while not self._signalled:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(poll, left))
+        return True
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
