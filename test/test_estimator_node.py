@@ -355,7 +355,7 @@ def test_a_backlog_of_readings_is_one_tick_and_one_estimate():
                                                 '-p', 'input:=measured_effort'])
     node = EstimatorNode(context=ctx)
     try:
-        assert node.hot_loop is not None and len(node.side) == 1     # real time: the readings thread's handler
+        assert node.hot_loop is not None and len(node.side) == 2     # real time: commands, strain (readings thread)
         now = node.get_clock().now().nanoseconds
         dt_ns = int(round(1e9 / node.rt.rate))
         stamps = [now + k * dt_ns for k in range(6)]
@@ -376,10 +376,11 @@ def test_a_backlog_of_readings_is_one_tick_and_one_estimate():
         published = []
         node.pub = type('Pub', (), {'publish': lambda self, m: published.append(m)})()
         node.hot = QueuedReadings([])
-        node.side = [(QueuedReadings([gauges(0)]), node.side[0][1])]
+        on_strain = node.side[1][1]
+        node.side = [(QueuedReadings([gauges(0)]), on_strain)]
         node._on_readings(joint(0))                                       # the first reading initializes
         node.hot = QueuedReadings([joint(k) for k in range(2, 6)])        # 1 woke the thread, 2..5 queued behind
-        node.side = [(QueuedReadings([gauges(k) for k in range(1, 6)]), node.side[0][1])]
+        node.side = [(QueuedReadings([gauges(k) for k in range(1, 6)]), on_strain)]
         node._on_readings(joint(1))
         assert len(published) == 2 and node.batches == 2 and node.largest_batch == 5
         assert node.rt.ticks == 1                    # the first reading initialized; the backlog was one tick
@@ -396,6 +397,59 @@ def test_a_backlog_of_readings_is_one_tick_and_one_estimate():
             est = rt.tick(stamps[k] * 1e-9)
         np.testing.assert_allclose(node.rt.last_estimate.z, est.z, rtol=0, atol=1e-12)
         np.testing.assert_allclose(node.rt.last_estimate.zd, est.zd, rtol=0, atol=1e-9)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+
+
+def test_a_starved_readings_thread_does_not_make_the_encoders_missing():
+    """Issue 28: beside two CPU hogs the estimator's readings thread was starved for up to 0.33 s; the executor's
+    timer then found no joint reading taken for the encoders' timeout and ticked the estimate forward from the last
+    command, which dropped the queued readings as late (the estimate 0.1-0.23 rad off the arm, then a filter reset).
+    The timer (in-process, called directly, the queues stand-ins of the HotSubscriptions) now takes the queued joint
+    readings itself and estimates them as the readings thread would: one tick at the newest, none late; with none
+    queued it publishes a prediction that is not kept. The commands are taken with the readings (no executor callback
+    at 500 Hz): a valid one drives that prediction, a malformed one is refused and counted."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from flexarm_control.nodes.estimator_node import EstimatorNode
+    from rclpy.serialization import deserialize_message
+
+    from flexarm_msgs.msg import FlexState
+    from flexarm_sim.ros.cdr import serialize
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=99, args=['--ros-args', '-p', 'input:=measured_effort'])
+    node = EstimatorNode(context=ctx)
+    try:
+        now = node.get_clock().now().nanoseconds - 20_000_000
+        dt_ns = int(round(1e9 / node.rt.rate))
+        stamps = [now + k * dt_ns for k in range(6)]
+
+        def joint(k):
+            js = JointState(name=['shoulder', 'elbow'], position=[0.001 * k, 0.0], effort=[0.01, 0.0])
+            js.header.stamp.sec, js.header.stamp.nanosec = divmod(stamps[k], 1_000_000_000)
+            return serialize(js)
+
+        published = []
+        node.pub = type('Pub', (), {'publish': lambda self, m: published.append(m)})()
+        on_command = node.side[0][1]
+        node.hot = QueuedReadings([])
+        node.side = [(QueuedReadings([serialize(Float64MultiArray(data=[0.3, -0.2])),
+                                      serialize(Float64MultiArray(data=[1.0, 2.0, 3.0]))]), on_command)]
+        node._on_readings(joint(0))                                        # initializes
+        assert node.rt.commands_accepted == 1 and node.rt.commands_rejected == 1
+        np.testing.assert_array_equal(node.rt.u, [0.3, -0.2])
+        node.hot = QueuedReadings([joint(k) for k in range(1, 6)])         # queued; the readings thread starved
+        node._t_last_js -= 1.0
+        node._on_timer()
+        tr = node.rt.tracks['encoders']
+        assert node.timer_batches == 1 and tr.accepted == 6 and tr.late == 0 and len(published) == 2
+        msg = deserialize_message(bytes(published[-1]), FlexState)
+        assert msg.header.stamp.sec * 10 ** 9 + msg.header.stamp.nanosec == stamps[-1]
+        t_last = node.rt.t_last
+        node._t_last_js -= 1.0                                             # nothing queued: a prediction, not kept
+        node._on_timer()
+        assert node.timer_batches == 1 and len(published) == 3 and node.rt.t_last == t_last
     finally:
         node.destroy_node()
         rclpy.shutdown(context=ctx)

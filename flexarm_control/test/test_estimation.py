@@ -402,3 +402,50 @@ def test_fusing_the_lagged_accelerometer_reading_as_instantaneous_makes_the_loop
     assert est.resets == 0 and rms < 2.0 and step < 0.1, (est.resets, rms, step)
     est, rms, step = run(False)
     assert est.resets > 10 and step > 1.0, (est.resets, rms, step)
+
+
+def test_a_prediction_while_no_reading_comes_is_not_kept(deluca):
+    """Issue 28: the node's timer publishes a prediction when no encoder reading has come for their timeout (silent
+    encoders, or an estimator process starved beside CPU hogs). Kept, it moved the filter past readings that were
+    only late: beside two hogs a 0.33 s stall, predicted from the last command, dropped ~100 readings as late, put the
+    estimate 0.1-0.23 rad off the arm, and the filter reset. `predicted` returns the estimate at t without keeping it:
+    the readings stamped before t that arrive afterwards are fused at their stamps — the estimate is the one of a
+    runtime that never predicted — while `tick` at t (what the timer did) drops them as late."""
+    from flexarm_sim.model.integrators import ArmState, step
+    dt = 1.0 / econfig.TABLE.defaults()['rate']
+    tau = np.array([0.05, 0.02])
+    x = ArmState.zeros(deluca)
+    readings = []
+    for k in range(60):
+        readings.append((k * dt, x.z[deluca.q_index].copy(), tau.copy()))
+        x = step(deluca, x, tau, dt, 4)
+
+    def runtime():
+        rt = setup(deluca, 'encoders', estimator={'input': 'measured_effort'})[1]
+        rt.command(tau)
+        return rt
+
+    def feed(rt, rs):
+        for t, q, eff in rs:
+            assert rt.joints(t, q, None, eff)[0]
+        return rt.tick(rs[-1][0])
+
+    reference = runtime()
+    for r in readings:
+        ref = feed(reference, [r])
+    t_timer = readings[-1][0] - 0.5 * dt                 # the timer fires; readings 10..59 are still on their way
+    for kind in ('predicted', 'tick'):
+        rt = runtime()
+        for r in readings[:10]:
+            feed(rt, [r])
+        rt.command([1.0, -1.0])                          # a command the arm never got (the plant's watchdog held)
+        provisional = getattr(rt, kind)(t_timer)
+        assert provisional is not None and provisional.t == t_timer
+        rt.command(tau)
+        est = feed(rt, readings[10:])
+        if kind == 'predicted':
+            assert rt.tracks['encoders'].late == 0 and rt.resets == 0
+            np.testing.assert_allclose(est.z, ref.z, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(est.zd, ref.zd, rtol=0, atol=1e-9)
+        else:
+            assert rt.tracks['encoders'].late == 49            # every reading before t_timer but the newest

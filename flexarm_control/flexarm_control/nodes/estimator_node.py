@@ -22,10 +22,14 @@ them before its joint state, so the readings of an instant are there when its jo
 newest joint reading's stamp fuses them all, each at its own stamp, and publishes one estimate. A process that fell
 behind so catches up in one tick (issue 28: one tick and one estimate per reading through the executor kept the
 estimator ~100 ms behind at 500 Hz on the 2-core machine, and the controller's safe mode lost the arm). A strain or
-accelerometer reading that comes after its instant was estimated is counted as late. Commands, timers and
-diagnostics are served by the executor; a lock keeps the runtime consistent between them. Without
-joint states for sensors.encoders.timeout a timer ticks at TIMER_HZ on the ROS clock: the estimate is predicted
-from the commands and the encoders flagged missing; after max_prediction no estimate is published.
+accelerometer reading that comes after its instant was estimated is counted as late. The commands are taken with
+the readings too (an executor callback per command, 500 Hz, took the runtime's lock from a thread at normal
+scheduling, which a readings thread at FIFO would wait behind beside CPU hogs). Timers and diagnostics are served by the executor; a lock
+keeps the runtime consistent between them. Without joint states taken for sensors.encoders.timeout a timer at
+TIMER_HZ first takes the joint readings queued for the readings thread (a starved thread, not silent encoders: they
+are estimated as a batch, counted in `reading_batches_by_timer`); with none queued it publishes the estimate
+predicted on the ROS clock from the commands (runtime.predicted: not kept, so readings that were only late are still
+fused at their stamps) and the encoders are flagged missing; after max_prediction no estimate is published.
 
 Lock-step: the plant publishes the readings of control instant k, then its state k; the node estimates instant k
 once it has the state's step and stamp, the readings stamped then (every configured sensor) and the command of the
@@ -123,8 +127,9 @@ class EstimatorNode(Node):
         else:
             # the readings thread (ros/hotpath.py: on this node, no executor in the way): every /joint_states reading
             # wakes it; it takes the backlog of every reading topic and ticks once (module docstring)
-            self.create_subscription(Float64MultiArray, names.EFFORT_COMMANDS, self._on_command, qos(10))
             self.hot = HotSubscription(self, JointState, names.JOINT_STATES, readings)
+            self.side.append((HotSubscription(self, Float64MultiArray, names.EFFORT_COMMANDS, qos(10)),
+                              self._raw_command))
             if rt.sensor_set.gauges:
                 self.side.append((HotSubscription(self, StrainGauges, names.STRAIN, readings),
                                   self._raw(StrainGauges, 'strain', 'strain', self._on_strain)))
@@ -136,6 +141,7 @@ class EstimatorNode(Node):
                                     on_error=lambda e: self.get_logger().error(f'readings: {e!r}'),
                                     priority=self.params['realtime_priority'])
             self.batches = 0                  # readings-thread wake-ups; joint readings in them: rt's encoders track
+            self.timer_batches = 0            # batches the timer took because the readings thread had not (starved)
             self.largest_batch = 0
         self._t_last_js = time.monotonic()
         self._last_stamp_ns = None
@@ -218,20 +224,25 @@ class EstimatorNode(Node):
         each at its own stamp (runtime.tick), and publishes one estimate. A process that fell behind catches up
         in one tick instead of publishing an estimate per reading, each older than the last (issue 28: behind
         by ~100 ms at 500 Hz, the controller's safe mode lost the arm)."""
-        joints = [first, *self.hot.queued(READINGS_DEPTH - 1)]
         with self._lock:
-            self._batch_stamp = None
-            self._take_side_readings()
-            for data in joints:
-                self._joint_reading(data)
-            if self._batch_stamp is not None:
-                self._tick(self._batch_stamp, None)
-            self.batches += 1
-            self.largest_batch = max(self.largest_batch, len(joints))
+            self._estimate_batch([first, *self.hot.queued(READINGS_DEPTH - 1)])
+
+    def _estimate_batch(self, joints):
+        """Under the lock: the joint readings `joints` (bytes) and every queued side reading kept, one tick at the
+        newest joint reading's stamp (_on_readings)."""
+        self._batch_stamp = None
+        self._take_side_readings()
+        for data in joints:
+            self._joint_reading(data)
+        if self._batch_stamp is not None:
+            self._tick(self._batch_stamp, None)
+        self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(joints))
 
     def _take_side_readings(self):
-        """Real time, under the lock: every queued strain / accelerometer reading validated and kept (by the readings
-        thread before its tick, by the timer's tick while the encoders are missing: they are fused then too)."""
+        """Real time, under the lock: every queued command, strain and accelerometer reading validated and kept (by
+        the readings thread before its tick; by the timer while the encoders are missing: the readings are then
+        fused at the encoders' return, the commands drive its prediction)."""
         for hot, callback in self.side:
             for data in hot.queued(READINGS_DEPTH):
                 callback(data)
@@ -275,9 +286,16 @@ class EstimatorNode(Node):
             self._stamps[stamp_key] = max(self._stamps[stamp_key], t_ns)
             self._advance()
 
-    def _on_command(self, msg):
-        with self._lock:
-            ok, why = self.rt.command(msg.data)
+    def _raw_command(self, data):
+        """Real time, under the lock: a command taken with the readings (module docstring)."""
+        why = too_long(data)
+        if not why:
+            try:
+                why = self.rt.command(deserialize_message(bytes(data), Float64MultiArray).data)[1]
+            except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
+                why = f'unreadable ({type(e).__name__})'
+                self.rt.commands_rejected += 1
+                self.rt.last_command_reject = f'command: {why}'
         self._rejected('command', why)
 
     # ------------------------------------------------------------------ lock-step
@@ -344,7 +362,9 @@ class EstimatorNode(Node):
 
     # ------------------------------------------------------------------ ticks
     def _tick(self, t_ns, step):
-        est = self.rt.tick(t_ns * 1e-9)
+        self._publish(self.rt.tick(t_ns * 1e-9), step, t_ns)
+
+    def _publish(self, est, step, t_ns):
         self._last_stamp_ns = t_ns
         if est is None:
             return
@@ -365,10 +385,19 @@ class EstimatorNode(Node):
             if self._last_stamp_ns is None:
                 return
             if time.monotonic() - self._t_last_js > self.params['sensors.encoders.timeout']:
+                # joint readings queued but not taken: the readings thread is starved, not the encoders silent —
+                # they are estimated here (predicting over them from the commands alone put the estimate 0.1-0.23
+                # rad off the arm after a 0.33 s stall beside two CPU hogs, dropped the readings as late, and the
+                # filter reset; issue 28)
+                backlog = list(self.hot.queued(READINGS_DEPTH))
+                if backlog:
+                    self.timer_batches += 1
+                    self._estimate_batch(backlog)
+                    return
                 now = self.get_clock().now().nanoseconds
                 if now > self._last_stamp_ns:
                     self._take_side_readings()
-                    self._tick(now, None)
+                    self._publish(self.rt.predicted(now * 1e-9), None, now)
 
     def _publish_diagnostics(self):
         with self._lock:
@@ -376,6 +405,7 @@ class EstimatorNode(Node):
             values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
             if self.hot_loop is not None:
                 values.update(reading_batches=self.batches, largest_reading_batch=self.largest_batch,
+                              reading_batches_by_timer=self.timer_batches,
                               readings_thread_fifo_priority=self.hot_loop.granted_priority,
                               dds_receive_threads_fifo=self.hot_loop.receive.update())
         self.pub_diag.publish(diagnostics('flexarm_control/state_estimator', self.model.spec.name, level, message,
