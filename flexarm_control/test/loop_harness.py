@@ -180,7 +180,10 @@ class EstimatorLoop:
         self.max_sigma = collections.defaultdict(float)
         self.modal_error = []
 
-    def run(self, duration, stall_probability=0.0, stall_mean=0.05, delivery='all', move=(0.5, MOVE[0], MOVE[1])):
+    def run(self, duration, stall_probability=0.0, stall_mean=0.05, delivery='all', move=(0.5, MOVE[0], MOVE[1]),
+            on_estimate=False, jitter=(0.0005, 0.0035)):
+        """on_estimate: the law answers the estimate (else the true state); jitter: the range of the commands' delay
+        after their state (each is also handed to the estimator when sent, as the node takes them)."""
         p, est, model = self.plant, self.est, self.model
         qi = np.asarray(model.q_index)
         q0 = p.core.z[qi].copy()
@@ -222,6 +225,8 @@ class EstimatorLoop:
                 stalled = self.rng.random() < stall_probability
                 next_wake = t + (self.rng.exponential(stall_mean) if stalled else 0.0)
             if k % 2 == 0:
-                u = self.rt.on_state(p.core.z.copy(), p.core.zd.copy(), t, 0.002)
-                pending.append((t + self.rng.uniform(0.0005, 0.0035), u))
+                src = est.filter if on_estimate and est.filter.initialized else p.core
+                u = self.rt.on_state(src.z.copy(), src.zd.copy(), t, 0.002)
+                pending.append((t + self.rng.uniform(*jitter), u))
+                est.command(u)
         return self

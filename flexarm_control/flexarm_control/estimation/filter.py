@@ -352,17 +352,29 @@ class ModalKalmanFilter:
         h = self.S @ self.state.z + (self.bias if self.ng else 0.0)
         return self._gated(np.asarray(y, dtype=float) - h, H, R, check)
 
-    def update_accel(self, y, u, check=None):
+    def update_accel(self, y, u, check=None, u_std=None):
         """The accelerometer's reading, taken with torque u acting (the torque of the period that ends). Extended
         Kalman update: the reading is linearized at the current estimate (accel_jacobian), not at the cell's
         equilibrium — in motion its axial part is mostly the centripetal acceleration, quadratic in the rates, and
         with the geometric nonlinearity it depends strongly on the modal state (the rest linearization was off by
-        a factor 30 there and made the filter diverge)."""
+        a factor 30 there and made the filter diverge).
+
+        u_std (per joint): the uncertainty of the torque acting at the sample instant. The reading responds to that
+        torque at once (h is affine in u), so its covariance is R = sigma_a^2 I + J_u diag(u_std^2) J_u^T,
+        J_u = dh/du (exact by differences: h is affine in u)."""
         u = np.asarray(u, dtype=float)
         h = tip_specific_force(self.model, self.state.z, self.state.zd, u)
         H = np.zeros((3, self.nx))
         H[:, :2 * self.N] = accel_jacobian(self.model, self.state.z, self.state.zd, u, h)
-        return self._gated(np.asarray(y, dtype=float) - h, H, np.eye(3) * self.noise.accel ** 2, check)
+        R = np.eye(3) * self.noise.accel ** 2
+        if u_std is not None and np.any(np.asarray(u_std) > 0):
+            Ju = np.empty((3, u.size))
+            for j in range(u.size):
+                e = np.zeros(u.size)
+                e[j] = 1.0
+                Ju[:, j] = tip_specific_force(self.model, self.state.z, self.state.zd, u + e) - h
+            R = R + (Ju * np.asarray(u_std, dtype=float) ** 2) @ Ju.T
+        return self._gated(np.asarray(y, dtype=float) - h, H, R, check)
 
     def _gated(self, nu, H, R, check):
         nu = np.ascontiguousarray(nu, dtype=float)
