@@ -34,9 +34,11 @@ from numba import njit
 
 from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step
 from flexarm_sim.model.equilibrium import static_equilibrium
-from flexarm_sim.model.sensing import SensorSet, strain_matrix, tip_specific_force
+from flexarm_sim.model.kernels import INTERNAL, KERNEL_NO_NRT, forward_dynamics, kernel, link_frames
+from flexarm_sim.model.sensing import TIP_ACCEL_STEP, SensorSet, strain_matrix
 
 RK4_SAFETY = 0.5
+ACCEL_REL_STEP = 1e-6          # relative step of the accelerometer model's forward differences in (z, zd)
 
 
 @njit(cache=True)
@@ -74,6 +76,9 @@ def warm_kernels(model=None):
     propagate(P, P, P)
     joseph_update(P, H, R, nu)
     innovation_sigma(P, H, R, nu)
+    if model is not None:                   # the accelerometer's model (a reading's update)
+        kf = ModalKalmanFilter(model, SensorSet(), 0.002, FilterNoise(encoder=1e-3))
+        kf.update_accel(np.zeros(3), np.zeros(model.n_joints), u_std=np.ones(model.n_joints))
 
 
 @njit(cache=True)
@@ -90,6 +95,71 @@ def innovation_sigma(P, H, R, nu):
         if v > sig:
             sig = v
     return sig
+
+
+@kernel(**INTERNAL)
+def _tip_force(d, ws, z, zd, u, step, g, sc, out):
+    """flexarm_sim.model.sensing.tip_specific_force in a kernel: R_tip^T (a_tip - g), a_tip the second difference
+    of the tip position along z +- step zd + step^2/2 z''. False if the mass matrix is not positive definite."""
+    zz, zdd, RF, pL, RE, pE, R0, p0 = sc[0], sc[1], sc[5], sc[6], sc[7], sc[8], sc[9], sc[10]
+    N = d.n_coords
+    last = d.n_joints - 1
+    if not forward_dynamics(d, ws, z, zd, u, zdd):
+        return False
+    link_frames(d, z, RF, pL, RE, pE)
+    for a in range(3):
+        p0[a] = pE[last, a]
+        for b in range(3):
+            R0[a, b] = RE[last, a, b]
+    for i in range(N):
+        zz[i] = z[i] + step * zd[i] + 0.5 * step * step * zdd[i]
+    link_frames(d, zz, RF, pL, RE, pE)
+    for a in range(3):
+        out[a] = pE[last, a] - 2.0 * p0[a]
+    for i in range(N):
+        zz[i] = z[i] - step * zd[i] + 0.5 * step * step * zdd[i]
+    link_frames(d, zz, RF, pL, RE, pE)
+    for a in range(3):
+        out[a] = (out[a] + pE[last, a]) / (step * step) - g[a]
+    f0, f1, f2 = out[0], out[1], out[2]
+    for a in range(3):
+        out[a] = R0[0, a] * f0 + R0[1, a] * f1 + R0[2, a] * f2
+    return True
+
+
+@kernel(**KERNEL_NO_NRT)
+def accel_reading_model(d, ws, z, zd, u, step, g, rel_step, sc, h, J, Ju):
+    """The accelerometer's reading h = tip_specific_force(z, zd, u) (3,), J = dh/d(z, zd) (3, 2N) by forward
+    differences of relative step rel_step, Ju = dh/du (3, n), exact (h is affine in u: unit
+    differences). sc: scratch arrays (ModalKalmanFilter._accel_scratch). False if a mass matrix is not positive
+    definite."""
+    zc, zdc, uc, hp = sc[2], sc[3], sc[4], sc[11]
+    N = d.n_coords
+    if not _tip_force(d, ws, z, zd, u, step, g, sc, h):
+        return False
+    for i in range(N):
+        zc[i] = z[i]
+        zdc[i] = zd[i]
+    for i in range(2 * N):
+        k = i % N
+        x = zc if i < N else zdc
+        keep = x[k]
+        e = rel_step * max(1.0, abs(keep))
+        x[k] = keep + e
+        if not _tip_force(d, ws, zc, zdc, u, step, g, sc, hp):
+            return False
+        x[k] = keep
+        for a in range(3):
+            J[a, i] = (hp[a] - h[a]) / e
+    for j in range(u.shape[0]):
+        for m in range(u.shape[0]):
+            uc[m] = u[m]
+        uc[j] = u[j] + 1.0
+        if not _tip_force(d, ws, z, zd, uc, step, g, sc, hp):
+            return False
+        for a in range(3):
+            Ju[a, j] = hp[a] - h[a]
+    return True
 
 
 @dataclass(frozen=True)
@@ -149,6 +219,11 @@ class ModalKalmanFilter:
         self._models = {}                  # constant (H, R) of the linear readings
         self.initialized = False
         self.n_designs = 0
+        n = self.n
+        self._gravity = np.array(model.data.gravity, dtype=float)
+        self._accel_scratch = (np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(n), np.zeros((n, 3, 3)),
+                               np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((3, 3)), np.zeros(3),
+                               np.zeros(3))
 
     # ------------------------------------------------------------------ schedule
     def cell_key(self, q):
@@ -354,7 +429,7 @@ class ModalKalmanFilter:
 
     def update_accel(self, y, u, check=None, u_std=None):
         """The accelerometer's reading, taken with torque u acting (the torque of the period that ends). Extended
-        Kalman update: the reading is linearized at the current estimate (accel_jacobian), not at the cell's
+        Kalman update: the reading is linearized at the current estimate (accel_reading_model), not at the cell's
         equilibrium — in motion its axial part is mostly the centripetal acceleration, quadratic in the rates, and
         with the geometric nonlinearity it depends strongly on the modal state (the rest linearization was off by
         a factor 30 there and made the filter diverge).
@@ -362,17 +437,15 @@ class ModalKalmanFilter:
         u_std (per joint): the uncertainty of the torque acting at the sample instant. The reading responds to that
         torque at once (h is affine in u), so its covariance is R = sigma_a^2 I + J_u diag(u_std^2) J_u^T,
         J_u = dh/du (exact by differences: h is affine in u)."""
-        u = np.asarray(u, dtype=float)
-        h = tip_specific_force(self.model, self.state.z, self.state.zd, u)
+        u = np.require(u, float, ('C', 'W'))
+        h, J, Ju = np.empty(3), np.empty((3, 2 * self.N)), np.empty((3, self.n))
+        if not accel_reading_model(self.model.data, self.state.workspace, self.state.z, self.state.zd, u,
+                                   TIP_ACCEL_STEP, self._gravity, ACCEL_REL_STEP, self._accel_scratch, h, J, Ju):
+            raise FilterDiverged('accelerometer model: mass matrix not positive definite at the estimate')
         H = np.zeros((3, self.nx))
-        H[:, :2 * self.N] = accel_jacobian(self.model, self.state.z, self.state.zd, u, h)
+        H[:, :2 * self.N] = J
         R = np.eye(3) * self.noise.accel ** 2
         if u_std is not None and np.any(np.asarray(u_std) > 0):
-            Ju = np.empty((3, u.size))
-            for j in range(u.size):
-                e = np.zeros(u.size)
-                e[j] = 1.0
-                Ju[:, j] = tip_specific_force(self.model, self.state.z, self.state.zd, u + e) - h
             R = R + (Ju * np.asarray(u_std, dtype=float) ** 2) @ Ju.T
         return self._gated(np.asarray(y, dtype=float) - h, H, R, check)
 
@@ -394,23 +467,3 @@ class ModalKalmanFilter:
     def std(self) -> np.ndarray:
         """Standard deviations of every state (sqrt of the covariance's diagonal)."""
         return np.sqrt(np.clip(np.diag(self.P), 0.0, None))
-
-
-def accel_jacobian(model, z, zd, u, h0=None, rel_step=1e-6):
-    """d h / d (z, zd) (3, 2N) of the tip accelerometer's reading h = tip_specific_force(model, z, zd, u) by forward
-    differences at (z, zd) (2N + 1 evaluations, ~35 us each for the De Luca arm); h0: h there if known."""
-    N = model.n_coords
-    z = np.array(z, dtype=float)
-    zd = np.array(zd, dtype=float)
-    if h0 is None:
-        h0 = tip_specific_force(model, z, zd, u)
-    J = np.empty((3, 2 * N))
-    for i in range(2 * N):
-        x = z if i < N else zd
-        k = i % N
-        e = rel_step * max(1.0, abs(x[k]))
-        keep = x[k]
-        x[k] = keep + e
-        J[:, i] = (tip_specific_force(model, z, zd, u) - h0) / e
-        x[k] = keep
-    return J
