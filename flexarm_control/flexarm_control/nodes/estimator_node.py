@@ -24,8 +24,9 @@ behind so catches up in one tick (issue 28: one tick and one estimate per readin
 estimator ~100 ms behind at 500 Hz on the 2-core machine, and the controller's safe mode lost the arm). A strain or
 accelerometer reading that comes after its instant was estimated is counted as late. The commands are taken with
 the readings too (an executor callback per command, 500 Hz, took the runtime's lock from a thread at normal
-scheduling, which a readings thread at FIFO would wait behind beside CPU hogs). Timers and diagnostics are served by the executor; a lock
-keeps the runtime consistent between them. Without joint states taken for sensors.encoders.timeout a timer at
+scheduling, which a readings thread at FIFO would wait behind beside CPU hogs). Timers and diagnostics are served
+by the executor; a lock keeps the runtime consistent between them. Without joint states taken for
+sensors.encoders.timeout a timer at
 TIMER_HZ first takes the joint readings queued for the readings thread (a starved thread, not silent encoders: they
 are estimated as a batch, counted in `reading_batches_by_timer`); with none queued it publishes the estimate
 predicted on the ROS clock from the commands (runtime.predicted: not kept, so readings that were only late are still
