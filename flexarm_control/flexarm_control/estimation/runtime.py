@@ -341,7 +341,8 @@ class EstimatorRuntime:
         node's timer: silent encoders, or a process that received them late. Kept, such a prediction dropped every
         reading stamped before t as late: beside two CPU hogs a 0.33 s stall of the estimator's process, predicted
         from the last command, put the estimate 0.1-0.23 rad off the arm and the filter reset (issue 28).
-        None as tick: no estimate yet, or the encoders missing beyond max_prediction."""
+        None as tick (no estimate yet, or the encoders missing beyond max_prediction), or when the prediction
+        fails."""
         t = float(t)
         kf = self.filter
         self._flag_missing(t)
@@ -358,7 +359,7 @@ class EstimatorRuntime:
             self._predict_to(t, u)
             est = Estimate(t, kf.z.copy(), kf.zd.copy(), np.array(u, dtype=float), kf.std())
         except FilterDiverged:
-            est = self.last_estimate
+            est = None                    # no prediction (the filter itself is kept; its next tick decides)
         finally:
             z, zd, kf.state.t, P, bias, self.t_last = kept
             kf.set_state(z, zd, P, bias)
