@@ -90,7 +90,8 @@ def _named_threads(names):
 
 def test_receive_threads_are_the_dds_reception_threads_only():
     """ReceiveThreads raises Fast DDS's reception threads (dds.udp/shm/tcp.<port>), none else (not the shared-memory
-    watchdog, not a thread that merely starts with dds), each once; where SCHED_FIFO is not permitted it says why."""
+    watchdog, not a thread that merely starts with dds), each once, and one that takes its name after a call at the
+    next; where SCHED_FIFO is not permitted it says why."""
     import os
 
     from flexarm_sim.common.scheduler import ReceiveThreads
@@ -108,6 +109,10 @@ def test_receive_threads_are_the_dds_reception_threads_only():
         else:                                  # no CAP_SYS_NICE nor rtprio limit: refused, counted as not raised
             assert n == 0 and rt.raised == 0 and all(p != os.SCHED_FIFO for p in policy.values())
         assert rt.raise_new() == 0 and rt.update() == rt.raised        # each thread once
+        # a thread that takes its reception name only after a call (Fast DDS's threads name themselves once running)
+        with open(f'/proc/self/task/{tids["worker"]}/comm', 'w') as f:
+            f.write('dds.udp.7500')
+        assert rt.raise_new() == (1 if rt.refused is None else 0)
         assert ReceiveThreads(0).raise_new() == 0                      # priority 0: nothing done
         assert ReceiveThreads.beside(40, 'Operation not permitted').priority == 0       # beside a refused thread
         assert ReceiveThreads.beside(0, None).priority == 0

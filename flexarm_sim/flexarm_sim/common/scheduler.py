@@ -86,7 +86,8 @@ class ReceiveThreads:
         return rt
 
     def raise_new(self) -> int:
-        """Put the reception threads not seen before at SCHED_FIFO; returns how many were raised by this call."""
+        """Put the reception threads not seen before at SCHED_FIFO; returns how many were raised by this call. Only
+        reception threads are remembered, so one that names itself after a call is raised by the next."""
         if self.priority <= 0:
             return 0
         try:
@@ -103,9 +104,9 @@ class ReceiveThreads:
                     name = f.read().strip()
             except OSError:           # the thread ended meanwhile
                 continue
-            self._seen.add(tid)
             if not RECEIVE_THREAD_NAME.fullmatch(name):
-                continue
+                continue              # not remembered: a new thread may not have its name yet (it names itself)
+            self._seen.add(tid)
             try:
                 os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(self.priority))
             except (OSError, AttributeError, ValueError) as e:
