@@ -25,6 +25,7 @@ For a fixed cell the covariance converges to the solution of the filter's discre
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -353,6 +354,17 @@ class ModalKalmanFilter:
         if bias is not None and self.ng:
             self.bias[:] = bias
         self.initialized = True
+
+    @contextlib.contextmanager
+    def kept(self):
+        """The state, covariance and biases as they were at entry restored at exit (a prediction not kept)."""
+        z, zd, t, P, bias = self.state.z.copy(), self.state.zd.copy(), self.state.t, self.P.copy(), self.bias.copy()
+        initialized = self.initialized
+        try:
+            yield self
+        finally:
+            self.set_state(z, zd, P, bias)
+            self.state.t, self.initialized = t, initialized
 
     # ------------------------------------------------------------------ filter
     def predict(self, u, h=None):

@@ -326,11 +326,7 @@ class EstimatorRuntime:
             self._reset(t, str(e))
         except FilterDiverged as e:
             self._reset(t, f'filter diverged: {e}')
-        self._flag_missing(t)
-        tr = self.tracks['encoders']
-        gap = t - tr.last_t if tr.last_t is not None else math.inf
-        self.no_estimate = tr.missing and gap > self.values['max_prediction']
-        if self.no_estimate:
+        if self._without_estimate(t):
             return None
         return self._estimate(t, u)
 
@@ -345,25 +341,28 @@ class EstimatorRuntime:
         fails."""
         t = float(t)
         kf = self.filter
+        if self._without_estimate(t) or not kf.initialized or self.t_last is None:
+            return None
+        if t <= self.t_last:
+            return self.last_estimate
+        t_last = self.t_last
+        try:
+            with kf.kept():
+                self._predict_to(t, self.u)
+                return Estimate(t, kf.z.copy(), kf.zd.copy(), np.array(self.u, dtype=float), kf.std())
+        except FilterDiverged:
+            return None                   # no prediction (the filter itself is kept; its next tick decides)
+        finally:
+            self.t_last = t_last
+
+    def _without_estimate(self, t) -> bool:
+        """Flag the missing sensors at t; is there no estimate to give (the encoders missing beyond
+        max_prediction)?"""
         self._flag_missing(t)
         tr = self.tracks['encoders']
         gap = t - tr.last_t if tr.last_t is not None else math.inf
         self.no_estimate = tr.missing and gap > self.values['max_prediction']
-        if self.no_estimate or not kf.initialized or self.t_last is None:
-            return None
-        if t <= self.t_last:
-            return self.last_estimate
-        kept = (kf.state.z.copy(), kf.state.zd.copy(), kf.state.t, kf.P.copy(), kf.bias.copy(), self.t_last)
-        u = self.u
-        try:
-            self._predict_to(t, u)
-            est = Estimate(t, kf.z.copy(), kf.zd.copy(), np.array(u, dtype=float), kf.std())
-        except FilterDiverged:
-            est = None                    # no prediction (the filter itself is kept; its next tick decides)
-        finally:
-            z, zd, kf.state.t, P, bias, self.t_last = kept
-            kf.set_state(z, zd, P, bias)
-        return est
+        return self.no_estimate
 
     def _check_accel_rate(self):
         inv = self.accel_inverse
