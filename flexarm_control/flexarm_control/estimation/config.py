@@ -29,8 +29,9 @@ TABLE = ParamTable('state_estimator', {
                                'not lockstep: SCHED_FIFO priority of the thread that takes the readings and publishes '
                                'the estimate, where permitted (CAP_SYS_NICE or an rtprio limit; refused -> warning); '
                                'its DDS receive threads one below; 0 = normal scheduling, the default: FIFO gains '
-                               'nothing measured (modal on encoders beside two CPU hogs lost in 3 of 4 runs at 45 as '
-                               'at 0; at idle before the receive threads were raised, 45 lost 4 of 4; issue 28)'),
+                               'nothing measured (modal on encoders beside two CPU hogs: kept in 4 of 7 runs at 45, '
+                               '6 of 9 at 0, and at 45 the plant fell behind more, up to 123 skipped periods; '
+                               'issue 28)'),
     'input': Param('command', choice(INPUTS),
                    'the torque the prediction applies: command (/effort_controller/commands, lockstep '
                    '/flexarm/effort_command) or measured_effort (the effort of /joint_states: the drives\' measured '
