@@ -130,7 +130,7 @@ class EstimatorNode(Node):
             # wakes it; it takes the backlog of every reading topic and ticks once (module docstring)
             self.hot = HotSubscription(self, JointState, names.JOINT_STATES, readings)
             self.side.append((HotSubscription(self, Float64MultiArray, names.EFFORT_COMMANDS, qos(10)),
-                              self._raw_command))
+                              self._raw(Float64MultiArray, None, 'command', self._on_command)))
             if rt.sensor_set.gauges:
                 self.side.append((HotSubscription(self, StrainGauges, names.STRAIN, readings),
                                   self._raw(StrainGauges, 'strain', 'strain', self._on_strain)))
@@ -169,7 +169,8 @@ class EstimatorNode(Node):
     def _raw(self, msg_type, track, what, handler):
         """A callback for a raw subscription: a message beyond sensors.MAX_READING_BYTES is refused unread (a huge
         one would hold the thread that reads it, and in real time the runtime's lock), others are read and handed
-        on."""
+        on. track: the runtime's track that counts a refused one (None: a command, counted by the runtime's
+        command counters)."""
         def callback(data):
             why = too_long(data)
             if not why:
@@ -178,7 +179,11 @@ class EstimatorNode(Node):
                 except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
                     why = f'unreadable ({type(e).__name__})'
             if why:
-                self.rt.tracks[track].reject(f'{track}: {why}')
+                if track is None:
+                    self.rt.commands_rejected += 1
+                    self.rt.last_command_reject = f'{what}: {why}'
+                else:
+                    self.rt.tracks[track].reject(f'{track}: {why}')
                 self._rejected(what, why)
                 return
             handler(msg)
@@ -287,17 +292,9 @@ class EstimatorNode(Node):
             self._stamps[stamp_key] = max(self._stamps[stamp_key], t_ns)
             self._advance()
 
-    def _raw_command(self, data):
+    def _on_command(self, msg):
         """Real time, under the lock: a command taken with the readings (module docstring)."""
-        why = too_long(data)
-        if not why:
-            try:
-                why = self.rt.command(deserialize_message(bytes(data), Float64MultiArray).data)[1]
-            except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
-                why = f'unreadable ({type(e).__name__})'
-                self.rt.commands_rejected += 1
-                self.rt.last_command_reject = f'command: {why}'
-        self._rejected('command', why)
+        self._rejected('command', self.rt.command(msg.data)[1])
 
     # ------------------------------------------------------------------ lock-step
     def _on_stamped_command(self, msg):
