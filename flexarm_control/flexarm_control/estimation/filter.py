@@ -225,6 +225,7 @@ class ModalKalmanFilter:
         self._accel_scratch = (np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(n), np.zeros((n, 3, 3)),
                                np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((3, 3)), np.zeros(3),
                                np.zeros(3))
+        self._accel_out = (np.zeros(3), np.zeros((3, 2 * N)), np.zeros((3, n)))     # h, J, Ju (update_accel)
 
     # ------------------------------------------------------------------ schedule
     def cell_key(self, q):
@@ -450,7 +451,7 @@ class ModalKalmanFilter:
         torque at once (h is affine in u), so its covariance is R = sigma_a^2 I + J_u diag(u_std^2) J_u^T,
         J_u = dh/du (exact by differences: h is affine in u)."""
         u = np.require(u, float, ('C', 'W'))
-        h, J, Ju = np.empty(3), np.empty((3, 2 * self.N)), np.empty((3, self.n))
+        h, J, Ju = self._accel_out
         if not accel_reading_model(self.model.data, self.state.workspace, self.state.z, self.state.zd, u,
                                    TIP_ACCEL_STEP, self._gravity, ACCEL_REL_STEP, self._accel_scratch, h, J, Ju):
             raise FilterDiverged('accelerometer model: mass matrix not positive definite at the estimate')
