@@ -262,3 +262,34 @@ def test_oversized_inputs_are_refused_unread_and_reasons_bounded():
     st = diagnostics('n', 'h', 'warn', 'x' * 10 ** 6, {'last_reject_reason': 'y' * 10 ** 6}, 0).status[0]
     assert len(st.message) <= MAX_REASON + 40 and len(st.values[0].value) <= 4 * MAX_REASON + 40
     assert st.message.endswith('(1000000 characters)')
+
+
+def test_strain_of_another_arm_is_accepted_only_with_the_same_gauges():
+    """A model-mismatch study (`flexarm run --plant-arm`) has the plant simulate another arm (its own arm_id) than the
+    estimator's model. Its strain readings are accepted when every configured gauge is in the message with the same
+    geometry (the same layout: as check_arm accepts another arm's states), with a note; without the geometry, or
+    with another gauge's geometry, they are refused. (Refused whatever their gauges, an estimator with strain gauges
+    waited for ever in lock-step.)"""
+    from flexarm_sim.model.sensing import parse_gauge
+    from flexarm_sim.ros.sensors import SensorEncoder, decode_strain
+
+    class Cfg:
+        pass
+    model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+    gauges = [parse_gauge(model, 'shoulder@0.05'), parse_gauge(model, 'elbow@0.05')]
+    cfg = Cfg()
+    cfg.gauges = gauges
+    ours, theirs = 'deluca_two_link:aaaa', 'deluca_two_link:bbbb'
+    msg = SensorEncoder(model, cfg, arm_id=theirs).strain_gauges([1e-5, -2e-5], [0.0, 0.0], 7, 10**9)
+    notes = []
+    y, t_ns, step = decode_strain(msg, gauges, ours, lambda arm, text: notes.append((arm, text)))
+    assert np.allclose(y, [1e-5, -2e-5]) and t_ns == 10**9 and step == 7
+    assert len(notes) == 1 and notes[0][0] == theirs and 'accepted' in notes[0][1]
+    assert decode_strain(msg, gauges, theirs, lambda *a: notes.append(a))[2] == 7 and len(notes) == 1   # own arm
+    other = [parse_gauge(model, 'shoulder@0.10'), gauges[1]]                 # a gauge elsewhere on the link
+    with pytest.raises(ValueError, match='no reading of gauge'):
+        decode_strain(msg, other, ours)
+    msg.positions, msg.planes, msg.distances = [], [], []                   # no geometry: nothing to compare
+    with pytest.raises(ValueError, match="without its gauges' geometry"):
+        decode_strain(msg, gauges, ours)
+    assert decode_strain(msg, gauges, theirs)[2] == 7                        # its own arm needs none

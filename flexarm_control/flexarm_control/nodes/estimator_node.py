@@ -95,6 +95,7 @@ class EstimatorNode(Node):
         self.encoder = FlexStateEncoder(self.layout, FRAME_ID, ArmOutputs(model, 2))
         self.n_published = 0
         self.warn_last = {}
+        self.other_arms = set()               # arm ids of another arm whose readings were accepted (same layout)
         # readings: every one is fused at its own stamp (READINGS_DEPTH in real time: a stalled process works through
         # its backlog, each period with its own torque; 100 in lock-step: every instant must be answered); commands:
         # every one is validated in order (depth 10 in real time), so a rejected command never hides the valid one
@@ -269,7 +270,14 @@ class EstimatorNode(Node):
 
     def _on_strain(self, msg):
         self._reading('strain', 'strain', self.rt.strain,
-                      lambda: decode_strain(msg, self.rt.sensor_set.gauges, self.layout.arm_id)[:2])
+                      lambda: decode_strain(msg, self.rt.sensor_set.gauges, self.layout.arm_id,
+                                            self._other_arm)[:2])
+
+    def _other_arm(self, arm, text):
+        """Another arm's readings of the same layout accepted (a model-mismatch study): said once per arm."""
+        if arm not in self.other_arms:
+            self.other_arms.add(arm)
+            self.get_logger().warning(text)
 
     def _on_imu(self, msg):
         self._reading('accelerometer', 'accel', self.rt.accel, lambda: decode_accelerometer(msg))
@@ -306,7 +314,9 @@ class EstimatorNode(Node):
 
     def _on_instant(self, msg):
         try:
-            check_arm(msg, self.layout)         # the plant's instants only (an empty or another arm's id: refused)
+            other = check_arm(msg, self.layout)  # the plant's instants (empty or another layout's arm_id: refused)
+            if other:
+                self._other_arm(msg.arm_id, other)
         except ValueError as e:
             self._rejected('state', str(e))
             return

@@ -135,15 +135,20 @@ def decode_joint_state(msg, joint_names):
     return q, qd, eff, stamp_ns(msg.header.stamp)
 
 
-def decode_strain(msg, gauges, arm_id: str = ''):
+def decode_strain(msg, gauges, arm_id: str = '', note=None):
     """(strain (len(gauges),), t_ns, step) in the order of the configured gauges (model.sensing.StrainGauge); a
-    message of another arm, without one of them, or with a gauge of other geometry, is refused."""
-    if msg.arm_id and arm_id and msg.arm_id != arm_id:
-        raise ValueError(f'strain of arm {msg.arm_id!r}, this node runs {arm_id!r}')
+    message without one of them, or with a gauge of other geometry, is refused. Another arm's message is accepted
+    only with the geometry of every gauge given and equal to ours — the same gauges on the same links: the same
+    layout, as flexstate.check_arm accepts another arm's states (a model-mismatch study: the plant simulates another
+    arm than the estimator's model); note(arm_id, text) is then called. Refusing it made an estimator with strain
+    gauges wait for ever in lock-step under `flexarm run --plant-arm`."""
+    other = bool(msg.arm_id and arm_id and msg.arm_id != arm_id)
     names = list(msg.names)
     _unique_names(names, 'gauge')
     if len(msg.strain) != len(names):
         raise ValueError(f'{len(names)} gauge names but {len(msg.strain)} readings')
+    if other and not (len(msg.positions) == len(msg.planes) == len(msg.distances) == len(names)):
+        raise ValueError(f'strain of arm {msg.arm_id!r} without its gauges\' geometry, this node runs {arm_id!r}')
     index = {nm: i for i, nm in enumerate(names)}
     out = np.zeros(len(gauges))
     for k, g in enumerate(gauges):
@@ -162,6 +167,9 @@ def decode_strain(msg, gauges, arm_id: str = ''):
         out[k] = msg.strain[i]
     if not np.all(np.isfinite(out)):
         raise ValueError('non-finite strain')
+    if other and note is not None:
+        note(msg.arm_id, f'strain of arm {msg.arm_id!r} accepted by this node of arm {arm_id!r}: the same gauges '
+                         f'{[g.name for g in gauges]}')
     return out, stamp_ns(msg.header.stamp), int(msg.step)
 
 
