@@ -192,6 +192,9 @@ def node_specs(args, model=None):
         kp, kv = thesis_servo_gains(model, math.radians(args.angle))
         plant_extra.update({'servo.enabled': True, 'servo.kp': kp, 'servo.kv': kv})
         ctl_extra['command_interface'] = 'position'
+    # another command's run (`flexarm excite`): its sensors and the controller's gains
+    plant_extra.update(getattr(args, 'plant_extra', None) or {})
+    ctl_extra.update(getattr(args, 'controller_extra', None) or {})
     return sim_nodes(args.arm, args.controller, args.time_mode, rate=args.rate, control_rate=args.control_rate,
                      shaping=args.shaping, plant_extra=plant_extra, controller_extra=ctl_extra,
                      estimator=getattr(args, 'estimator', 'none'), namespace=getattr(args, 'namespace', '/'),
@@ -657,7 +660,12 @@ def _run(args, progress, tmpdir):
         spins.append(_Spinner(node))
         if args.record:
             recorder = Recorder(node, args.record, [(names.resolve(t, ns), m) for t, m in RECORDED_TOPICS],
-                                metadata={'flexarm_run': {'arm': model.spec.name, 'controller': args.controller}})
+                                metadata=dict({'flexarm_run': {'arm': model.spec.name, 'controller': args.controller,
+                                                               'arm_id': arm_id(path, model.spec.name),
+                                                               'time_mode': args.time_mode,
+                                                               'rate_hz': args.rate,
+                                                               'control_rate_hz': args.control_rate}},
+                                              **(getattr(args, 'metadata', None) or {})))
         started = ', '.join(s.name for s in specs)
         # lock-step (_held): the plant last, paused at step 0, once the others are connected to the runner's recorder
         # (their first messages answer the plant's first state: a recorder matched later would miss them)
@@ -891,7 +899,11 @@ def _drive(args, model, runner, procs, recorder, progress):
     lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
     angle = move_target(q0, angle, lims[:, 0], lims[:, 1]) - q0     # per joint: -angle where +angle leaves the limits
     t_move = row[0] + args.lead
-    times, q, qd, qdd = cycloid_trajectory(q0, angle, args.move_time)
+    if getattr(args, 'trajectory', None) is not None:      # another command's reference (`flexarm excite`)
+        times, q, qd, qdd = args.trajectory(q0)
+        angle = np.zeros(n)
+    else:
+        times, q, qd, qdd = cycloid_trajectory(q0, angle, args.move_time)
     if args.controller != 'none':
         accepted = runner.references_accepted()
         runner.reference_refused()                    # the refusals so far: the baseline

@@ -34,7 +34,7 @@ from numba.core.registry import CPUDispatcher
 
 from .common.signals import held
 from .arms import resolve_arm
-from .model import load_model, simulate, trajectory
+from .model import load_model, replay, simulate, trajectory
 from .plant.engine import PlantCore, state_ok
 from .plant.outputs import ArmOutputs, StateOutputs
 
@@ -112,6 +112,8 @@ def warm_kernels(model):
     model.energies(z, zd)
     trajectory.warm_up(model)                                   # the planner (tip_tracking)
     simulate(model, 2e-3, 1e-3, torque=np.zeros((2, model.n_joints)), record_energy=False)
+    zeros = np.zeros((2, model.n_joints))
+    replay(model, 1e-3, zeros, zeros, zeros, 0.0, 0.0)            # identification (flexarm identify)
 
 
 def _compile_counts():

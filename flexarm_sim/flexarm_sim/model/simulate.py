@@ -199,6 +199,33 @@ def _run_one(d, ws, k, z, zd, tau, dt, n_free, n_contact, stops, midpoint, want_
     return True
 
 
+@kernels.kernel(**kernels.KERNEL_LONG)
+def _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, delay, dt, n_free, n_contact, stops,
+                midpoint, tau, Z, ZD, TAU):
+    """The whole run of a recorded closed loop (`replay`): period k applies
+    scale (taus[k] + kp (q_meas[k-delay] - offset - q[k-delay]) + kd (qd_meas[k-delay] - qd[k-delay])) at the joints
+    (no correction before sample `delay`). Returns the failing period, or -1."""
+    K = Z.shape[0] - 1
+    n = taus.shape[1]
+    qi = d.q_index
+    for k in range(K + 1):
+        for i in range(z.shape[0]):
+            Z[k, i] = z[i]
+            ZD[k, i] = zd[i]
+        m = k - delay
+        for j in range(n):
+            c = qi[j]
+            u = taus[k, j]
+            if m >= 0:
+                u += kp[j] * (q_meas[m, j] - offset[j] - Z[m, c]) + kd[j] * (qd_meas[m, j] - ZD[m, c])
+            tau[j] = scale[j] * u
+            TAU[k, j] = tau[j]
+        if k < K:
+            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+                return k
+    return -1
+
+
 # ---------------------------------------------------------------------------------------------- the API
 
 
@@ -262,3 +289,61 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
     return SimulationResult(t, Z, ZD, TAU, TIP, E, model.q_index, model.mode_index, DEFL,
                             np.array([js.link.length for js in model.spec.joints]), validity_limit(model),
                             (n_free, n_contact))
+
+
+def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0=None, zd0=None, scale=None,
+           offset=None, substeps=None, method: str = 'rk4'):
+    """Replay a recorded closed loop on the model (output-error identification, flexarm_control.identification).
+
+    The recording holds the torque u_k = f_k - kp q_m - kd qd_m (m = k - delay) a joint feedback law applied over
+    period k (f_k: feed-forward, excitation) and the joint readings q_m, qd_m it acted on `delay` periods earlier.
+    Period k of the replay applies
+        scale (torque[k] + kp (q_meas[m] - offset - q_m) + kd (qd_meas[m] - qd_m)) = scale (f_k - kp q_m - kd qd_m)
+    at the joints, q and qd the model's: the same law closed around the model, without knowing f. `scale` is the
+    torque constant's error (the drive reports current times its nominal constant); `offset` the encoders' zero
+    error. An arm without joint stiffness integrates any torque error twice and a weakly damped model resonates under
+    the recorded torque: only the closed loop keeps a wrong model's replay near the recording (the law's gains
+    are those of the experiment, `flexarm excite`). Returns (z, zd, tau), arrays (K, N), (K, N), (K, n): the state at
+    each sample and the torque applied from it. IntegrationError if a step fails."""
+    if method not in ('rk4', 'midpoint'):
+        raise ValueError(f"method must be 'rk4' or 'midpoint', got {method!r}")
+    n, N = model.n_joints, model.n_coords
+    taus = np.require(np.asarray(torque, dtype=float), float, ('C', 'W'))
+    K = taus.shape[0] if taus.ndim == 2 else 0
+    q_meas = np.ascontiguousarray(q_meas, dtype=float)
+    qd_meas = np.ascontiguousarray(qd_meas, dtype=float)
+    for name, a in (('torque', taus), ('q_meas', q_meas), ('qd_meas', qd_meas)):
+        if a.ndim != 2 or a.shape != (K, n) or K == 0:
+            raise ValueError(f'{name}: expected shape (K, {n}) with K >= 1 as torque has, got {a.shape}')
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f'{name}: non-finite samples')
+    vec = {}
+    for name, v, default in (('kp', kp, 0.0), ('kd', kd, 0.0), ('scale', scale, 1.0), ('offset', offset, 0.0)):
+        a = np.full(n, default) if v is None else np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy()
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f'{name}: non-finite')
+        vec[name] = a
+    d = model.data
+    ws = model.workspace()
+    kernels.step_addresses(d, ws, (method,))
+    z = np.zeros(N)
+    zd = np.zeros(N)
+    if z0 is not None:
+        z[:] = z0
+    if zd0 is not None:
+        zd[:] = zd0
+    if substeps:
+        n_free = n_contact = int(substeps)
+    else:
+        n_free = auto_substeps(model, dt, method)
+        n_contact = auto_substeps(model, dt, method, stops_engaged=True) if has_stops(model) else n_free
+    Z, ZD, TAU = np.zeros((K, N)), np.zeros((K, N)), np.zeros((K, n))
+    delay = int(delay)
+    if not 0 <= delay < K:
+        raise ValueError(f'delay: expected 0 <= delay < {K} samples, got {delay}')
+    failed = _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'], vec['kd'],
+                         delay, float(dt), n_free, n_contact, has_stops(model), method == 'midpoint', np.zeros(n), Z, ZD, TAU)
+    if failed >= 0:
+        raise IntegrationError(f'{method} step failed at t={failed * dt:.6f} s of the replay (mass matrix, '
+                               f'convergence or non-finite state)')
+    return Z, ZD, TAU

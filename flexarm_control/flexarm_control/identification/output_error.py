@@ -1,0 +1,441 @@
+"""Output-error (simulation-error) identification of an arm's physical parameters from recorded closed loops.
+
+The data (`ClosedLoopRecord`): an experiment in which a joint feedback law with known gains held the arm while it
+was excited (`flexarm excite`: pd_servo tracking a multisine), sampled every control period dt:
+    u_k          the torque applied over [t_k, t_k+1) (what the drives report)
+    q_k, qd_k    the joint readings the law acted on (encoders, the drives' velocity)
+The law was u_k = f_k - kp q_k - kd qd_k with an unknown feed-forward f. For a parameter vector theta the model
+replays the same closed loop (flexarm_sim.model.replay): scale (u_k + kp (q_k - offset - q) + kd (qd_k - qd)),
+q, qd the model's, and predicts the readings q + offset. Identification minimises the sum over records, joints and
+samples of ((q_pred - q_k) / sigma)^2, sigma the readings' noise (the encoder's step / sqrt(12), or its noise),
+by Levenberg-Marquardt (Marquardt's diagonal scaling, steps limited to `MAX_STEP` in theta) with forward-difference
+sensitivities computed in parallel threads (the replay kernel releases the GIL).
+
+Why a closed-loop replay: a free joint integrates any torque error twice, and a lightly damped model driven open
+loop by the recorded torque resonates wherever its frequencies are wrong (the recorded torque holds the real
+loop's feedback at the real frequencies); the cost is then flat far from the truth and steep near it. The law's
+known gains keep a wrong model's replay near the recording from any start the limits allow.
+
+Statistics (Ljung, System Identification, 2nd ed., sec. 9.3): the covariance of the estimate is
+s^2 (J^T J)^-1, J the residuals' sensitivity, s^2 = cost / (N - p), inflated by the residuals' integrated
+autocorrelation time tau (`correlation_time`): they are not white (encoder quantization of a slow motion, process
+noise, unmodelled dynamics), and N samples then weigh as N / tau independent ones. Identifiability: the
+singular values of J with theta's scaling; a direction with sigma_i < RANK_TOL sigma_max is not determined by
+these signals, and a parameter whose standard error exceeds NOT_DETERMINED in theta (for a log-scaled one: its
+value known to within a factor e) is reported "not identifiable from these signals" and kept at its nominal value
+(the fit is repeated without it): never a number the data do not carry.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flexarm_sim.model import load_model, replay
+from flexarm_sim.model.integrators import IntegrationError
+from flexarm_sim.model.spec import ArmSpecError
+
+from .parameters import FitError, ParameterSet
+
+__all__ = ['ClosedLoopRecord', 'Identification', 'identify', 'predict', 'nrmse', 'RecordError']
+
+MAX_STEP = 0.5                # largest change of theta in one step (a factor 1.65 of a log-scaled parameter)
+DIFF_STEP = 1e-4              # forward-difference step in theta
+RANK_TOL = 1e-6               # singular value / largest: not determined
+NOT_DETERMINED = 1.0          # standard error in theta beyond which a parameter is not identifiable
+COST_RTOL = 1e-7              # converged: the last accepted step lowered the cost by less than this, relatively ...
+STEP_TOL = 1e-5               # ... and moved no theta by more than this
+MAX_LAMBDA = 1e10
+
+
+class RecordError(ValueError):
+    """A recording identification cannot use; the message names the topic or field."""
+
+
+@dataclass
+class ClosedLoopRecord:
+    """One recorded closed loop, sampled every dt from t0 (see the module docstring). Arrays (K, n), arm order."""
+
+    dt: float
+    joint_names: tuple
+    torque: np.ndarray
+    position: np.ndarray
+    velocity: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+    position_noise: np.ndarray            # (n,) rad: the readings' noise standard deviation
+    source: str = '<record>'
+    t0: float = 0.0
+    delay: int = 0                        # periods between the readings a torque was computed from and its period
+    law_position: np.ndarray = None       # what the law acted on, if not the readings (e.g. a simulated plant's
+    law_velocity: np.ndarray = None       # exact joint state; the drives' own velocity): (K, n)
+
+    def __post_init__(self):
+        self.torque = np.ascontiguousarray(self.torque, dtype=float)
+        self.position = np.ascontiguousarray(self.position, dtype=float)
+        self.velocity = np.ascontiguousarray(self.velocity, dtype=float)
+        self.law_position = np.ascontiguousarray(self.position if self.law_position is None else self.law_position,
+                                                 dtype=float)
+        self.law_velocity = np.ascontiguousarray(self.velocity if self.law_velocity is None else self.law_velocity,
+                                                 dtype=float)
+        n = len(self.joint_names)
+        if not (math.isfinite(self.dt) and self.dt > 0):
+            raise RecordError(f'{self.source}: sample period dt must be > 0, got {self.dt}')
+        for name in ('torque', 'position', 'velocity', 'law_position', 'law_velocity'):
+            a = getattr(self, name)
+            if a.ndim != 2 or a.shape[1] != n or a.shape[0] < 2:
+                raise RecordError(f'{self.source}: {name}: expected (samples, {n}) for joints '
+                                  f'{", ".join(self.joint_names)}, got shape {a.shape}')
+            if a.shape[0] != self.torque.shape[0]:
+                raise RecordError(f'{self.source}: {name} has {a.shape[0]} samples, torque {self.torque.shape[0]}')
+            bad = ~np.isfinite(a)
+            if bad.any():
+                k, j = np.argwhere(bad)[0]
+                raise RecordError(f'{self.source}: {name}[{self.joint_names[j]}] is not finite at sample {k}')
+        for name in ('kp', 'kd', 'position_noise'):
+            v = np.broadcast_to(np.asarray(getattr(self, name), dtype=float), (n,)).copy()
+            if not np.all(np.isfinite(v)) or np.any(v < 0):
+                raise RecordError(f'{self.source}: {name} must be finite and >= 0 per joint, got {v}')
+            setattr(self, name, v)
+        if not (isinstance(self.delay, (int, np.integer)) and 0 <= self.delay < self.torque.shape[0]):
+            raise RecordError(f'{self.source}: delay must be a whole number of periods >= 0, got {self.delay!r}')
+        if np.any(self.position_noise <= 0):
+            raise RecordError(f'{self.source}: position_noise must be > 0 (the encoder step / sqrt(12))')
+
+    @property
+    def samples(self) -> int:
+        return self.torque.shape[0]
+
+    @property
+    def duration(self) -> float:
+        return (self.samples - 1) * self.dt
+
+
+def nrmse(pred, meas):
+    """Per channel: RMS(pred - meas) / RMS(meas - mean(meas)): 0 a perfect fit, 1 no better than the mean."""
+    pred, meas = np.asarray(pred), np.asarray(meas)
+    spread = np.sqrt(np.mean((meas - meas.mean(axis=0)) ** 2, axis=0))
+    err = np.sqrt(np.mean((pred - meas) ** 2, axis=0))
+    return np.where(spread > 0, err / np.where(spread > 0, spread, 1.0), np.inf)
+
+
+def _initial_state(model, rec, offset):
+    z0, zd0 = np.zeros(model.n_coords), np.zeros(model.n_coords)
+    z0[model.q_index] = rec.law_position[0] - offset
+    zd0[model.q_index] = rec.law_velocity[0]
+    return z0, zd0
+
+
+def simulate_record(model, rec, scale=None, offset=None):
+    """The model's replay of a record: (predicted readings (K, n), z (K, N))."""
+    n = model.n_joints
+    scale = np.ones(n) if scale is None else np.asarray(scale, dtype=float)
+    offset = np.zeros(n) if offset is None else np.asarray(offset, dtype=float)
+    z0, zd0 = _initial_state(model, rec, offset)
+    Z, _, _ = replay(model, rec.dt, rec.torque, rec.law_position, rec.law_velocity, rec.kp, rec.kd, rec.delay, z0=z0,
+                     zd0=zd0, scale=scale, offset=offset)
+    return Z[:, model.q_index] + offset, Z
+
+
+def predict(spec, rec, scale=None, offset=None):
+    """(predicted readings, NRMSE per joint) of an arm (ArmSpec or model) on a record (e.g. held out)."""
+    model = spec if hasattr(spec, 'q_index') else load_model(spec)
+    _check_joints(model.spec, rec)
+    q, _ = simulate_record(model, rec, scale, offset)
+    return q, nrmse(q, rec.position)
+
+
+def _check_joints(spec, rec):
+    names = tuple(j.name for j in spec.joints)
+    if tuple(rec.joint_names) != names:
+        raise RecordError(f'{rec.source}: joints {", ".join(rec.joint_names)}, the arm {spec.name} has '
+                          f'{", ".join(names)}: another arm\'s recording (give the arm it was made with)')
+
+
+@dataclass
+class Identification:
+    """What `identify` found. Arrays are in the order of `names`."""
+
+    names: list
+    units: list
+    nominal: np.ndarray
+    estimate: np.ndarray
+    std_error: np.ndarray            # NaN for a parameter not identifiable
+    identifiable: np.ndarray         # bool
+    why_not: dict                    # name -> why it is not identifiable
+    correlation: np.ndarray
+    singular_values: np.ndarray      # of the scaled sensitivity, largest first
+    cost: float                      # per residual, in noise units (1: the noise alone)
+    cost_nominal: float
+    iterations: int
+    converged: bool
+    message: str
+    nrmse: list                      # per record: per joint
+    history: list = field(default_factory=list)   # (iteration, cost, estimate)
+    correlation_time: float = 1.0    # of the residuals, samples: the standard errors are inflated by its root
+    seconds: float = 0.0
+    evaluations: int = 0
+    spec: object = None              # the calibrated ArmSpec
+    arm_dict: dict = None            # its plain-data form (the calibrated arm file)
+    scale: np.ndarray = None
+    offset: np.ndarray = None
+
+    def table(self) -> str:
+        rows = [f'{"parameter":<26} {"nominal":>12} {"estimate":>12} {"std error":>11}  note']
+        for i, name in enumerate(self.names):
+            se = f'{self.std_error[i]:11.3g}' if np.isfinite(self.std_error[i]) else f'{"-":>11}'
+            note = '' if self.identifiable[i] else 'NOT identifiable: ' + self.why_not.get(name, '')
+            rows.append(f'{name:<26} {self.nominal[i]:12.6g} {self.estimate[i]:12.6g} {se}  {note}'.rstrip())
+        return '\n'.join(rows)
+
+
+class _Problem:
+    """The residual function of a fit: theta (the free parameters; the others at their nominal values)."""
+
+    def __init__(self, pset: ParameterSet, records, free):
+        self.pset, self.records, self.free = pset, records, np.asarray(free, dtype=int)
+        self.theta_full = pset.theta0()
+        self.evaluations = 0
+        self.size = sum(r.samples * len(r.joint_names) for r in records)
+
+    def full(self, theta):
+        t = self.theta_full.copy()
+        t[self.free] = theta
+        return t
+
+    def residual(self, theta):
+        """Weighted residuals (N,), or None when the parameters give no valid arm or the replay fails."""
+        self.evaluations += 1
+        t = self.full(theta)
+        try:
+            model = load_model(self.pset.spec_of(t))
+            scale, offset = self.pset.drive(t)
+            out = []
+            for rec in self.records:
+                q, _ = simulate_record(model, rec, scale, offset)
+                out.append(((q - rec.position) / rec.position_noise).ravel())
+        except (ArmSpecError, IntegrationError, np.linalg.LinAlgError, ValueError):
+            return None
+        r = np.concatenate(out)
+        return r if np.all(np.isfinite(r)) else None
+
+    def jacobian(self, theta, r0, pool):
+        cols = []
+        for i in range(theta.size):
+            t = theta.copy()
+            t[i] += DIFF_STEP if self._room(i, t[i] + DIFF_STEP) else -DIFF_STEP
+            cols.append(t)
+        rs = list(pool.map(self.residual, cols))
+        J = np.empty((r0.size, theta.size))
+        for i, (t, r) in enumerate(zip(cols, rs)):
+            if r is None:
+                raise FitError(f'{self.pset.names[self.free[i]]}: the model fails next to the current estimate '
+                               f'({self.pset.values(self.full(theta))[self.free[i]]:.6g})')
+            J[:, i] = (r - r0) / (t[i] - theta[i])
+        return J
+
+    def _room(self, i, x):
+        p = self.pset.params[self.free[i]]
+        return p.clip(x) == x
+
+
+def correlation_time(r, records):
+    """Integrated autocorrelation time of the residuals (samples; 1 for white ones): 1 + 2 sum_k rho_k up to the
+    first lag whose autocorrelation is <= 0, per record and joint, weighted by the channel's sum of squares. The
+    residuals of N samples carry about N / tau independent ones (Sokal's estimate)."""
+    taus, weights = [], []
+    at = 0
+    for rec in records:
+        n = len(rec.joint_names)
+        R = r[at:at + rec.samples * n].reshape(rec.samples, n)
+        at += rec.samples * n
+        for j in range(n):
+            x = R[:, j] - R[:, j].mean()
+            ss = float(x @ x)
+            if ss <= 0.0:
+                continue
+            m = 1 << int(math.ceil(math.log2(2 * x.size)))
+            f = np.fft.rfft(x, m)
+            acf = np.fft.irfft(f * np.conj(f), m)[:x.size] / ss
+            neg = np.flatnonzero(acf[1:] <= 0.0)
+            end = int(neg[0]) + 1 if neg.size else x.size
+            taus.append(1.0 + 2.0 * float(np.sum(acf[1:end])))
+            weights.append(ss)
+    return float(np.average(taus, weights=weights)) if taus else 1.0
+
+
+def _statistics(J, cost, n_res):
+    """(covariance in theta, singular values, right singular vectors) of a sensitivity J."""
+    p = J.shape[1]
+    s2 = cost / max(n_res - p, 1)
+    U, sv, Vt = np.linalg.svd(J, full_matrices=False)
+    inv = np.where(sv > RANK_TOL * sv[0], 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0) if sv.size else sv
+    cov = (Vt.T * inv) @ Vt * s2
+    return cov, sv, Vt
+
+
+def _undetermined(pset, free, J, cost, n_res):
+    """{parameter index: why} of the free parameters these signals do not determine. cost None: the standard errors
+    the noise alone would leave (the residuals' weights; before the fit, when the misfit is the model's)."""
+    cov, sv, Vt = _statistics(J, n_res - J.shape[1] if cost is None else cost, n_res)
+    out = {}
+    for k in range(sv.size):
+        if sv[k] < RANK_TOL * sv[0]:
+            involved = [free[i] for i in np.argsort(-np.abs(Vt[k]))[:3] if abs(Vt[k, i]) > 0.3]
+            for i in involved:
+                partners = [pset.names[j] for j in involved if j != i]
+                out.setdefault(i, 'the readings do not change with it' if not partners else
+                               f'only a combination with {", ".join(partners)} changes the readings')
+    colnorm = np.linalg.norm(J, axis=0)
+    for i in range(len(free)):
+        if colnorm[i] == 0.0:
+            out.setdefault(free[i], 'the readings do not change with it')
+    for i, f in enumerate(free):
+        if f in out:
+            continue
+        se = math.sqrt(max(cov[i, i], 0.0))
+        if se > NOT_DETERMINED:
+            p = pset.params[f]
+            what = f'known only within a factor {math.exp(se):.3g}' if p.log else \
+                f'standard error {se * p.typical:.3g} {p.unit}'.rstrip()
+            out[f] = f'{what} from these signals'
+    return out
+
+
+def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, start=None) -> Identification:
+    """Fit the parameters `fit` (names, parameters.ParameterSet) of the nominal arm `spec` to closed-loop records.
+
+    progress(line) gets one line per iteration. start: initial values (name -> value) instead of the nominal ones.
+    Raises FitError / RecordError for what cannot be fitted at all; a fit that stops without converging returns
+    with converged False and the reason in `message`, its best estimate kept."""
+    t_start = time.monotonic()
+    records = list(records)
+    if not records:
+        raise RecordError('no recording given')
+    pset = fit if isinstance(fit, ParameterSet) else ParameterSet(spec, fit)
+    for rec in records:
+        _check_joints(spec, rec)
+    say = progress or (lambda line: None)
+    theta_all = pset.theta0()
+    if start:
+        for name, v in start.items():
+            if name not in pset.names:
+                raise FitError(f'start: {name} is not fitted')
+            p = pset.params[pset.names.index(name)]
+            theta_all[pset.names.index(name)] = p.clip(p.theta(float(v)))
+    free = list(range(len(pset.params)))
+    why_not = {}
+    threads = threads or max(1, min(os.cpu_count() or 1, len(free)))
+    history = []
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix='identify') as pool:
+        prob = _Problem(pset, records, free)
+        prob.theta_full = theta_all.copy()
+        r_nom = prob.residual(np.asarray(theta_all)[free])
+        if r_nom is None:
+            raise FitError(f'the starting arm cannot replay the recording ({", ".join(r.source for r in records)})')
+        cost_nominal = float(r_nom @ r_nom) / r_nom.size
+        # parameters these signals cannot determine at the start are fixed at their nominal values
+        J = prob.jacobian(np.asarray(theta_all)[free], r_nom, pool)
+        bad = _undetermined(pset, free, J, None, r_nom.size)
+        for _ in range(len(pset.params)):
+            if not bad:
+                break
+            worst = max(bad)                     # drop one at a time: the rest may be fine without it
+            why_not[pset.names[worst]] = bad[worst]
+            say(f'{pset.names[worst]}: not identifiable ({bad[worst]}): kept at its nominal value')
+            free.remove(worst)
+            if not free:
+                break
+            keep = [i for i, f in enumerate(prob.free) if f in free]
+            J = J[:, keep]
+            prob.free = np.asarray(free, dtype=int)
+            bad = _undetermined(pset, free, J, None, r_nom.size)
+        theta = np.asarray(theta_all)[free].astype(float)
+        r = r_nom
+        cost = float(r @ r)
+        lam = 1e-3
+        converged, message, it = not free, 'no parameter left to fit' if not free else '', 0
+        say(f'iteration 0: cost {cost / r.size:.6g} (mean squared residual in noise units)  ' +
+            '  '.join(f'{pset.names[f]}={pset.params[f].value(x):.6g}' for f, x in zip(free, theta)))
+        history.append((0, cost / r.size, pset.values(prob.full(theta))))
+        for it in range(1, max_iter + 1 if free else 1):
+            if it > 1:
+                J = prob.jacobian(theta, r, pool)
+            g = J.T @ r
+            H = J.T @ J
+            D = np.diag(np.maximum(np.diag(H), 1e-12 * max(float(np.max(np.diag(H))), 1e-300)))
+            accepted = False
+            while lam <= MAX_LAMBDA:
+                try:
+                    step = np.linalg.solve(H + lam * D, -g)
+                except np.linalg.LinAlgError:
+                    lam *= 10
+                    continue
+                big = float(np.max(np.abs(step)))
+                if big > MAX_STEP:
+                    step *= MAX_STEP / big
+                cand = pset.clip(prob.full(theta + step))[free]
+                rn = prob.residual(cand)
+                cn = float(rn @ rn) if rn is not None else math.inf
+                if cn < cost:
+                    moved = float(np.max(np.abs(cand - theta)))
+                    drop = (cost - cn) / cost
+                    theta, r, cost = cand, rn, cn
+                    lam = max(lam / 5, 1e-9)
+                    accepted = True
+                    break
+                lam *= 8
+            say(f'iteration {it}: cost {cost / r.size:.6g}  ' +
+                '  '.join(f'{pset.names[f]}={pset.params[f].value(x):.6g}' for f, x in zip(free, theta)) +
+                f'  ({time.monotonic() - t_start:.1f} s)')
+            history.append((it, cost / r.size, pset.values(prob.full(theta))))
+            if not accepted:
+                converged = True
+                message = 'converged: no step lowers the cost (a minimum)'
+                break
+            if drop < COST_RTOL and moved < STEP_TOL * 10 or moved < STEP_TOL:
+                converged = True
+                message = f'converged: the last step changed the cost by {drop:.1e} and theta by {moved:.1e}'
+                break
+        else:
+            if free:
+                message = (f'did not converge within {max_iter} iterations (the last step still lowered the cost by '
+                           f'{drop:.1e}): the best estimate so far is reported')
+        # statistics at the estimate
+        J = prob.jacobian(theta, r, pool) if free else np.zeros((r.size, 0))
+        tau = correlation_time(r, records)
+        late = _undetermined(pset, free, J, cost * tau, r.size) if free else {}
+        for f, why in late.items():
+            why_not[pset.names[f]] = why
+        cov, sv, _ = _statistics(J, cost * tau, r.size) if free else (np.zeros((0, 0)), np.zeros(0), None)
+    theta_full = prob.full(theta)
+    for name in why_not:                          # not identifiable: the nominal value, never the fit's number
+        i = pset.names.index(name)
+        theta_full[i] = pset.theta0()[i]
+    values = pset.values(theta_full)
+    std = np.full(len(pset.params), np.nan)
+    corr = np.full((len(pset.params),) * 2, np.nan)
+    for a, fa in enumerate(free):
+        p = pset.params[fa]
+        if pset.names[fa] in why_not:
+            continue
+        se_theta = math.sqrt(max(cov[a, a], 0.0))
+        std[fa] = values[fa] * se_theta if p.log else p.typical * se_theta     # delta method for ln
+        for b, fb in enumerate(free):
+            denom = math.sqrt(max(cov[a, a] * cov[b, b], 1e-300))
+            corr[fa, fb] = cov[a, b] / denom
+    spec_hat = pset.spec_of(theta_full)
+    scale, offset = pset.drive(theta_full)
+    model = load_model(spec_hat)
+    fits = [nrmse(simulate_record(model, rec, scale, offset)[0], rec.position) for rec in records]
+    return Identification(
+        names=pset.names, units=[p.unit for p in pset.params], nominal=np.array([p.nominal for p in pset.params]),
+        estimate=values, std_error=std, identifiable=np.array([n not in why_not for n in pset.names]),
+        why_not=why_not, correlation=corr, singular_values=sv, cost=cost / r.size, cost_nominal=cost_nominal,
+        iterations=it, converged=converged, message=message, nrmse=fits, history=history, correlation_time=tau,
+        seconds=time.monotonic() - t_start, evaluations=prob.evaluations, spec=spec_hat,
+        arm_dict=pset.arm_dict(theta_full), scale=scale, offset=offset)
