@@ -320,7 +320,7 @@ def identify_main(args):
         'nrmse': {rec.source: dict(zip(rec.joint_names, map(float, e))) for rec, e in zip(records, result.nrmse)},
         'holdout_nrmse': {src: dict(zip(records[0].joint_names, map(float, e))) for src, e in holdout},
         'frequencies_hz': {'nominal': [float(x) for x in f_nom], 'calibrated': [float(x) for x in f_cal]},
-        'output': written}
+        'output': written, 'misfit': result.misfit, 'correlation_time': result.correlation_time}
     if args.json:
         print(json.dumps(report))
     else:
@@ -335,6 +335,8 @@ def identify_main(args):
                   ', '.join(f'{j} {100 * x:.2f} %' for j, x in zip(records[0].joint_names, e)))
         print('whole-arm frequencies (Hz, joints free): nominal ' + ', '.join(f'{x:.4g}' for x in f_nom)
               + '; calibrated ' + ', '.join(f'{x:.4g}' for x in f_cal))
+        if result.misfit:
+            print(f'warning: {result.misfit}')
         if written:
             print(f'calibrated arm file: {written}')
         elif args.output:

@@ -145,15 +145,17 @@ def holding_gains(model, dt):
 
 
 def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_resolution=0.0, effort_noise=0.0,
-                 seed=0):
-    """Simulate the experiment: `model` the arm, pd_servo designed on `law_model` acting on its readings.
-    Returns (simulation result, readings q, qd, commanded torque)."""
+                 seed=0, law_reads='readings'):
+    """Simulate the experiment: `model` the arm, pd_servo designed on `law_model` acting on the readings (quantized
+    angles, the drives' velocity) or, law_reads='state', on the exact joint state (a simulated plant's FlexState).
+    Returns (simulation result, readings q, qd, commanded torque, the law's q, qd)."""
     law = PDServo(law_model, kp=kp, kv=kv, dt=dt)
     law.set_reference(exc)
     q_step = 2 * math.pi / counts_per_rev if counts_per_rev else 0.0
     qi = np.asarray(model.q_index)
     K = int(round(exc.duration / dt)) + 1
     Q, QD, U = np.zeros((K, model.n_joints)), np.zeros((K, model.n_joints)), np.zeros((K, model.n_joints))
+    LQ, LQD = np.zeros((K, model.n_joints)), np.zeros((K, model.n_joints))
     rng = np.random.default_rng(seed)
     state = {'k': 0}
 
@@ -165,22 +167,23 @@ def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_r
         if velocity_resolution:
             qd = np.round(qd / velocity_resolution) * velocity_resolution
         zq, zdq = z.copy(), zd.copy()
-        zq[qi], zdq[qi] = q, qd
+        if law_reads == 'readings':
+            zq[qi], zdq[qi] = q, qd
         u = law(t, zq, zdq)
         if k < K:
-            Q[k], QD[k], U[k] = q, qd, u
+            Q[k], QD[k], U[k], LQ[k], LQD[k] = q, qd, u, zq[qi], zdq[qi]
         state['k'] = k + 1
         return u + (rng.normal(0.0, effort_noise, u.shape) if effort_noise else 0.0)
 
     z0 = np.zeros(model.n_coords)
     z0[qi] = exc.q0
     res = simulate(model, exc.duration, dt, torque=torque, z0=z0, record_energy=False)
-    return res, Q, QD, U
+    return res, Q, QD, U, LQ, LQD
 
 
 def check_excitation(model, exc, kp, kv, dt):
     """Simulate the experiment on `model` and return its figures; ExcitationError if it leaves a limit."""
-    res, Q, QD, U = _closed_loop(model, model, exc, kp, kv, dt)
+    res, Q, QD, U, _, _ = _closed_loop(model, model, exc, kp, kv, dt)
     out = {'peak_torque': np.abs(U).max(axis=0), 'peak_velocity': np.abs(res.qd).max(axis=0),
            'excursion': np.abs(res.q - np.asarray(exc.q0)).max(axis=0),
            'peak_deflection': float(np.max(res.relative_deflection))}
@@ -228,7 +231,7 @@ def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, ba
     a = np.full(model.n_joints, 0.01)
     for _ in range(6):       # each joint's amplitude to the largest its own limits allow (the joints couple: repeat)
         exc = Excitation(q0, tuple(a), freqs, float(duration), ramp, seed, slope)
-        res, Q, QD, U = _closed_loop(model, model, exc, kp, kv, dt)
+        res, Q, QD, U, _, _ = _closed_loop(model, model, exc, kp, kv, dt)
         shared = VALIDITY_USE * validity_limit(model) / max(float(np.max(res.relative_deflection)), 1e-12)
         factor = np.full(model.n_joints, shared)
         for j, js in enumerate(model.spec.joints):
@@ -256,11 +259,16 @@ def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, ba
 
 
 def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, velocity_resolution=0.0,
-                effort_noise=0.0, seed=0, source='offline experiment'):
+                effort_noise=0.0, seed=0, law_reads='state', source='offline experiment'):
     """Run the experiment on a simulated arm in this process (the plant `model`, pd_servo designed on `law_model`,
-    default the same) with the encoders' quantization, the drives' velocity resolution and torque noise applied
-    to what the law sees and the arm gets; returns the ClosedLoopRecord the recording would hold."""
-    res, Q, QD, U = _closed_loop(model, law_model or model, exc, kp, kv, dt, counts_per_rev, velocity_resolution,
-                                 effort_noise, seed)
+    default the same): the readings quantized (encoder counts per turn, the drives' velocity resolution), torque
+    noise (N m) added to what the arm gets; the law acts on the exact joint state (law_reads='state', as on the
+    simulated plant) or on the readings ('readings', as on hardware). Returns the ClosedLoopRecord a recording of
+    it gives (flexarm identify's reader)."""
+    if law_reads not in ('state', 'readings'):
+        raise ValueError(f"law_reads: 'state' or 'readings', got {law_reads!r}")
+    res, Q, QD, U, LQ, LQD = _closed_loop(model, law_model or model, exc, kp, kv, dt, counts_per_rev,
+                                          velocity_resolution, effort_noise, seed, law_reads)
     noise = (2 * math.pi / counts_per_rev) / math.sqrt(12) if counts_per_rev else 1e-6
-    return ClosedLoopRecord(dt, tuple(j.name for j in model.spec.joints), U, Q, QD, kp, kv, noise, source=source)
+    return ClosedLoopRecord(dt, tuple(j.name for j in model.spec.joints), U, Q, QD, kp, kv, noise, source=source,
+                            law_position=LQ, law_velocity=LQD)

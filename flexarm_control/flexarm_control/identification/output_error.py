@@ -47,9 +47,14 @@ MAX_STEP = 0.5                # largest change of theta in one step (a factor 1.
 DIFF_STEP = 1e-4              # forward-difference step in theta
 RANK_TOL = 1e-6               # singular value / largest: not determined
 NOT_DETERMINED = 1.0          # standard error in theta beyond which a parameter is not identifiable
-COST_RTOL = 1e-7              # converged: the last accepted step lowered the cost by less than this, relatively ...
-STEP_TOL = 1e-5               # ... and moved no theta by more than this
+CHI2_TOL = 0.05               # converged: the last step lowered the sum of squared (noise-weighted) residuals by
+                              # less than this (a change of chi^2 << 1 moves no estimate by a noticeable part of its
+                              # standard error), ...
+COST_RTOL = 1e-9              # ... or by less than this relatively (a model far from the data: chi^2 >> N), ...
+STEP_TOL = 1e-6               # ... or moved no theta by more than this
 MAX_LAMBDA = 1e10
+MISFIT = 4.0                  # mean squared residual (noise units) beyond which the calibrated model is said not to
+                              # explain the recording (RMS residual twice the readings' noise)
 
 
 class RecordError(ValueError):
@@ -177,6 +182,7 @@ class Identification:
     nrmse: list                      # per record: per joint
     history: list = field(default_factory=list)   # (iteration, cost, estimate)
     correlation_time: float = 1.0    # of the residuals, samples: the standard errors are inflated by its root
+    misfit: str = ''                 # non-empty: the calibrated model does not explain the recordings (why)
     seconds: float = 0.0
     evaluations: int = 0
     spec: object = None              # the calibrated ArmSpec
@@ -383,7 +389,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
                 cn = float(rn @ rn) if rn is not None else math.inf
                 if cn < cost:
                     moved = float(np.max(np.abs(cand - theta)))
-                    drop = (cost - cn) / cost
+                    drop, drop_abs = (cost - cn) / cost, cost - cn
                     theta, r, cost = cand, rn, cn
                     lam = max(lam / 5, 1e-9)
                     accepted = True
@@ -397,9 +403,10 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
                 converged = True
                 message = 'converged: no step lowers the cost (a minimum)'
                 break
-            if drop < COST_RTOL and moved < STEP_TOL * 10 or moved < STEP_TOL:
+            if drop_abs < CHI2_TOL or drop < COST_RTOL or moved < STEP_TOL:
                 converged = True
-                message = f'converged: the last step changed the cost by {drop:.1e} and theta by {moved:.1e}'
+                message = (f'converged: the last step lowered the sum of squared residuals by {drop_abs:.2g} '
+                           f'(relative {drop:.1e}) and moved theta by {moved:.1e}')
                 break
         else:
             if free:
@@ -432,10 +439,19 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
     scale, offset = pset.drive(theta_full)
     model = load_model(spec_hat)
     fits = [nrmse(simulate_record(model, rec, scale, offset)[0], rec.position) for rec in records]
+    misfit = ''
+    if cost / r.size > MISFIT:
+        unfitted = [f'{js.name}.{k}' for js in spec.joints for k in ('viscous', 'coulomb')
+                    if f'{js.name}.{k}' not in pset.names]
+        misfit = (f'the residuals are {math.sqrt(cost / r.size):.3g} times the readings\' noise (RMS): the calibrated '
+                  'model does not explain the recording; a parameter not fitted differs from the arm file'
+                  + (f' (joint friction is not fitted: {", ".join(unfitted)})' if unfitted else '')
+                  + ', or the arm has what the model lacks')
+        say('warning: ' + misfit)
     return Identification(
         names=pset.names, units=[p.unit for p in pset.params], nominal=np.array([p.nominal for p in pset.params]),
         estimate=values, std_error=std, identifiable=np.array([n not in why_not for n in pset.names]),
         why_not=why_not, correlation=corr, singular_values=sv, cost=cost / r.size, cost_nominal=cost_nominal,
         iterations=it, converged=converged, message=message, nrmse=fits, history=history, correlation_time=tau,
         seconds=time.monotonic() - t_start, evaluations=prob.evaluations, spec=spec_hat,
-        arm_dict=pset.arm_dict(theta_full), scale=scale, offset=offset)
+        arm_dict=pset.arm_dict(theta_full), scale=scale, offset=offset, misfit=misfit)

@@ -1,0 +1,92 @@
+"""model.replay (the closed-loop replay identification fits with) against a second formulation written here: the
+joint feedback law closed around the model by `simulate`, the law's feed-forward known to the test only."""
+import math
+
+import numpy as np
+import pytest
+
+from flexarm_sim.arms import resolve_arm
+from flexarm_sim.model import load_model, replay, simulate
+from flexarm_sim.model.spec import arm_from_dict, arm_to_dict
+
+DT = 2e-3
+KP = np.array([1.2, 0.15])
+KD = np.array([1.5, 0.06])
+
+
+def _arm(ei=1.0, payload=0.1, zeta=0.01):
+    d = arm_to_dict(load_model(resolve_arm('deluca_two_link')).spec)
+    for j in d['joints']:
+        j['link']['EI_z'] = ei
+        j['link']['damping_ratio'] = zeta
+        j['friction'] = {'viscous': 0.004, 'coulomb': 0.003}
+    d['payload']['mass'] = payload
+    return load_model(arm_from_dict(d))
+
+
+def _feedforward(t):
+    return np.array([0.3 * math.sin(2.1 * t) + 0.05 * math.sin(19.0 * t),
+                     0.06 * math.sin(3.3 * t + 1.0) + 0.02 * math.sin(31.0 * t)])
+
+
+def _closed_loop(model, T, delay=0):
+    """The law u_k = f(t_k) - kp q_m - kd qd_m (m = k - delay) closed around `model` by simulate."""
+    past = []
+
+    def law(t, z, zd):
+        past.append((z[model.q_index].copy(), zd[model.q_index].copy()))
+        if len(past) > delay:
+            q, qd = past[-1 - delay]
+            return _feedforward(t) - KP * q - KD * qd
+        return _feedforward(t)
+
+    return simulate(model, T, DT, torque=law, record_energy=False)
+
+
+def test_replay_without_feedback_reproduces_the_run_exactly():
+    model = _arm()
+    res = simulate(model, 2.0, DT, torque=np.array([[0.2, -0.05]] * 500 + [[-0.1, 0.02]] * 501),
+                   record_energy=False)
+    Z, ZD, TAU = replay(model, DT, res.tau, res.q, res.qd, 0.0, 0.0)
+    assert np.array_equal(Z, res.z) and np.array_equal(ZD, res.zd) and np.array_equal(TAU, res.tau)
+
+
+@pytest.mark.parametrize('delay', [0, 1, 3])
+def test_replay_closes_the_recorded_law_around_another_model(delay):
+    """Recorded on arm A, replayed on arm B: the replay is the law closed around B (simulated here directly)."""
+    a, b = _arm(), _arm(ei=0.8, payload=0.13, zeta=0.03)
+    rec = _closed_loop(a, 3.0, delay)
+    direct = _closed_loop(b, 3.0, delay)
+    Z, ZD, TAU = replay(b, DT, rec.tau, rec.q, rec.qd, KP, KD, delay=delay)
+    assert np.max(np.abs(rec.q - direct.q)) > 1e-3                # the arms differ visibly ...
+    assert np.max(np.abs(Z - direct.z)) < 1e-11                   # ... and the replay is B's closed loop
+    assert np.max(np.abs(TAU - direct.tau)) < 1e-10
+
+
+def test_replay_scale_and_offset():
+    """An encoder offset o: the law acted on readings q + o; a torque scale s: the arm got s times the law."""
+    a = _arm()
+    o, sc = np.array([0.01, -0.02]), np.array([1.1, 0.9])
+
+    def law(t, z, zd):                     # the drives: readings off by o, torque s times the command
+        return sc * (_feedforward(t) - KP * (z[a.q_index] + o) - KD * zd[a.q_index])
+
+    truth = simulate(a, 1.5, DT, torque=law, record_energy=False)
+    commands = truth.tau / sc
+    Z, _, TAU = replay(a, DT, commands, truth.q + o, truth.qd, KP, KD, offset=o, scale=sc)
+    assert np.max(np.abs(Z - truth.z)) < 1e-12 and np.max(np.abs(TAU - truth.tau)) < 1e-12
+
+
+@pytest.mark.parametrize('change, field', [
+    (dict(torque=np.zeros((5, 3))), 'torque'),
+    (dict(q_meas=np.zeros((4, 2))), 'q_meas'),
+    (dict(qd_meas=np.full((5, 2), np.nan)), 'qd_meas'),
+    (dict(kp=[1.0, np.inf]), 'kp'),
+    (dict(delay=5), 'delay'),
+])
+def test_replay_bad_input_names_the_field(change, field):
+    model = _arm()
+    args = dict(torque=np.zeros((5, 2)), q_meas=np.zeros((5, 2)), qd_meas=np.zeros((5, 2)), kp=0.0, kd=0.0)
+    args.update(change)
+    with pytest.raises(ValueError, match=field):
+        replay(model, DT, **args)
