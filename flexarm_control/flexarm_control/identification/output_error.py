@@ -16,10 +16,10 @@ loop by the recorded torque resonates wherever its frequencies are wrong (the re
 loop's feedback at the real frequencies); the cost is then flat far from the truth and steep near it. The law's
 known gains keep a wrong model's replay near the recording from any start the limits allow.
 
-Statistics (Ljung, System Identification, 2nd ed., sec. 9.3): the covariance of the estimate is
-s^2 (J^T J)^-1, J the residuals' sensitivity, s^2 = cost / (N - p), inflated by the residuals' integrated
-autocorrelation time tau (`correlation_time`): they are not white (encoder quantization of a slow motion, process
-noise, unmodelled dynamics), and N samples then weigh as N / tau independent ones. Identifiability: the
+Statistics: the residuals are not white (encoder quantization of a slow motion, process noise such as torque
+ripple, unmodelled dynamics), so the covariance of the estimate is the sandwich (J^T J)^-1 S (J^T J)^-1 with S the
+Newey-West estimate of the scores' long-run covariance (Newey & West, Econometrica 55, 1987; for white residuals
+it is Ljung's s^2 (J^T J)^-1, System Identification, 2nd ed., sec. 9.3), J the residuals' sensitivity. Identifiability: the
 singular values of J with theta's scaling; a direction with sigma_i < RANK_TOL sigma_max is not determined by
 these signals, and a parameter whose standard error exceeds NOT_DETERMINED in theta (for a log-scaled one: its
 value known to within a factor e) is reported "not identifiable from these signals" and kept at its nominal value
@@ -181,7 +181,7 @@ class Identification:
     message: str
     nrmse: list                      # per record: per joint
     history: list = field(default_factory=list)   # (iteration, cost, estimate)
-    correlation_time: float = 1.0    # of the residuals, samples: the standard errors are inflated by its root
+    correlation_time: float = 1.0    # the residuals' integrated autocorrelation time, samples (1: white)
     misfit: str = ''                 # non-empty: the calibrated model does not explain the recordings (why)
     seconds: float = 0.0
     evaluations: int = 0
@@ -274,20 +274,58 @@ def correlation_time(r, records):
     return float(np.average(taus, weights=weights)) if taus else 1.0
 
 
-def _statistics(J, cost, n_res):
-    """(covariance in theta, singular values, right singular vectors) of a sensitivity J."""
+def _statistics(J, cost, n_res, r=None, records=None):
+    """(covariance in theta, singular values, right singular vectors) of a sensitivity J.
+
+    Without r: s^2 (J^T J)^+, s^2 = cost / (n_res - p) (white residuals). With the residuals r of `records`: the
+    Newey-West covariance (J^T J)^+ S (J^T J)^+, S = sum over lags l <= L of (1 - l / (L + 1)) (Gamma_l + Gamma_l^T)
+    (Gamma_0 once), Gamma_l = sum_t g_t g_{t+l}^T of the per-sample scores g_t = sum over joints of J_t^T r_t, L the
+    residuals' longest correlation (the first lag whose autocorrelation is <= 0, at most a tenth of a record):
+    residuals coloured by process noise or quantization of a slow motion weigh as what they are."""
     p = J.shape[1]
-    s2 = cost / max(n_res - p, 1)
     U, sv, Vt = np.linalg.svd(J, full_matrices=False)
     inv = np.where(sv > RANK_TOL * sv[0], 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0) if sv.size else sv
-    cov = (Vt.T * inv) @ Vt * s2
-    return cov, sv, Vt
+    Hinv = (Vt.T * inv) @ Vt
+    if r is None or not p:
+        return Hinv * (cost / max(n_res - p, 1)), sv, Vt
+    S = np.zeros((p, p))
+    at = 0
+    for rec in records:
+        n = len(rec.joint_names)
+        k = rec.samples
+        Jr = J[at:at + k * n].reshape(k, n, p)
+        rr = r[at:at + k * n].reshape(k, n)
+        at += k * n
+        g = np.einsum('knp,kn->kp', Jr, rr)
+        L = min(_correlation_lag(rr), k // 10)
+        S += g.T @ g
+        for lag in range(1, L + 1):
+            G = g[:-lag].T @ g[lag:]
+            S += (1.0 - lag / (L + 1.0)) * (G + G.T)
+    return Hinv @ S @ Hinv, sv, Vt
 
 
-def _undetermined(pset, free, J, cost, n_res):
+def _correlation_lag(R):
+    """The largest over the columns of R of the first lag whose autocorrelation is <= 0."""
+    out = 0
+    for j in range(R.shape[1]):
+        x = R[:, j] - R[:, j].mean()
+        ss = float(x @ x)
+        if ss <= 0.0:
+            continue
+        m = 1 << int(math.ceil(math.log2(2 * x.size)))
+        f = np.fft.rfft(x, m)
+        acf = np.fft.irfft(f * np.conj(f), m)[:x.size] / ss
+        neg = np.flatnonzero(acf[1:] <= 0.0)
+        out = max(out, int(neg[0]) + 1 if neg.size else x.size)
+    return out
+
+
+def _undetermined(pset, free, J, cost, n_res, r=None, records=None):
     """{parameter index: why} of the free parameters these signals do not determine. cost None: the standard errors
-    the noise alone would leave (the residuals' weights; before the fit, when the misfit is the model's)."""
-    cov, sv, Vt = _statistics(J, n_res - J.shape[1] if cost is None else cost, n_res)
+    the noise alone would leave (the residuals' weights; before the fit, when the misfit is the model's); with the
+    residuals r: their Newey-West covariance (_statistics)."""
+    cov, sv, Vt = _statistics(J, n_res - J.shape[1] if cost is None else cost, n_res, r, records)
     out = {}
     for k in range(sv.size):
         if sv[k] < RANK_TOL * sv[0]:
@@ -415,10 +453,10 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
         # statistics at the estimate
         J = prob.jacobian(theta, r, pool) if free else np.zeros((r.size, 0))
         tau = correlation_time(r, records)
-        late = _undetermined(pset, free, J, cost * tau, r.size) if free else {}
+        late = _undetermined(pset, free, J, cost, r.size, r, records) if free else {}
         for f, why in late.items():
             why_not[pset.names[f]] = why
-        cov, sv, _ = _statistics(J, cost * tau, r.size) if free else (np.zeros((0, 0)), np.zeros(0), None)
+        cov, sv, _ = _statistics(J, cost, r.size, r, records) if free else (np.zeros((0, 0)), np.zeros(0), None)
     theta_full = prob.full(theta)
     for name in why_not:                          # not identifiable: the nominal value, never the fit's number
         i = pset.names.index(name)
