@@ -53,6 +53,7 @@ CHI2_TOL = 0.05               # converged: the last step lowered the sum of squa
 COST_RTOL = 1e-9              # ... or by less than this relatively (a model far from the data: chi^2 >> N), ...
 STEP_TOL = 1e-6               # ... or moved no theta by more than this
 MAX_LAMBDA = 1e10
+HORIZON_START_S = 3.0         # s of each record the continuation starts with (doubled until the whole is fitted)
 MISFIT = 4.0                  # mean squared residual (noise units) beyond which the calibrated model is said not to
                               # explain the recording (RMS residual twice the readings' noise)
 
@@ -135,14 +136,15 @@ def _initial_state(model, rec, offset):
     return z0, zd0
 
 
-def simulate_record(model, rec, scale=None, offset=None):
-    """The model's replay of a record: (predicted readings (K, n), z (K, N))."""
+def simulate_record(model, rec, scale=None, offset=None, samples=None):
+    """The model's replay of a record (its first `samples`, default all): (predicted readings (K, n), z (K, N))."""
     n = model.n_joints
     scale = np.ones(n) if scale is None else np.asarray(scale, dtype=float)
     offset = np.zeros(n) if offset is None else np.asarray(offset, dtype=float)
     z0, zd0 = _initial_state(model, rec, offset)
-    Z, _, _ = replay(model, rec.dt, rec.torque, rec.law_position, rec.law_velocity, rec.kp, rec.kd, rec.delay, z0=z0,
-                     zd0=zd0, scale=scale, offset=offset)
+    k = rec.samples if samples is None else max(2, min(int(samples), rec.samples))
+    Z, _, _ = replay(model, rec.dt, rec.torque[:k], rec.law_position[:k], rec.law_velocity[:k], rec.kp, rec.kd,
+                     min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset)
     return Z[:, model.q_index] + offset, Z
 
 
@@ -206,7 +208,7 @@ class _Problem:
         self.pset, self.records, self.free = pset, records, np.asarray(free, dtype=int)
         self.theta_full = pset.theta0()
         self.evaluations = 0
-        self.size = sum(r.samples * len(r.joint_names) for r in records)
+        self.horizon = None                  # s of each record the residuals cover (None: all)
 
     def full(self, theta):
         t = self.theta_full.copy()
@@ -222,8 +224,9 @@ class _Problem:
             scale, offset = self.pset.drive(t)
             out = []
             for rec in self.records:
-                q, _ = simulate_record(model, rec, scale, offset)
-                out.append(((q - rec.position) / rec.position_noise).ravel())
+                k = rec.samples if self.horizon is None else min(rec.samples, int(self.horizon / rec.dt) + 1)
+                q, _ = simulate_record(model, rec, scale, offset, k)
+                out.append(((q - rec.position[:k]) / rec.position_noise).ravel())
         except (ArmSpecError, IntegrationError, np.linalg.LinAlgError, ValueError):
             return None
         r = np.concatenate(out)
@@ -321,12 +324,19 @@ def _correlation_lag(R):
     return out
 
 
-def _undetermined(pset, free, J, cost, n_res, r=None, records=None):
-    """{parameter index: why} of the free parameters these signals do not determine. cost None: the standard errors
-    the noise alone would leave (the residuals' weights; before the fit, when the misfit is the model's); with the
-    residuals r: their Newey-West covariance (_statistics)."""
-    cov, sv, Vt = _statistics(J, n_res - J.shape[1] if cost is None else cost, n_res, r, records)
+def _rank_deficient(pset, free, J):
+    """{parameter index: why} of the free parameters whose sensitivity is zero or a combination of the others'
+    (singular values of J below RANK_TOL of the largest): no data of this kind determines them."""
     out = {}
+    colnorm = np.linalg.norm(J, axis=0)
+    if not J.shape[1]:
+        return out
+    for i in range(len(free)):          # theta is in each parameter's typical size: sensitivities compare
+        if colnorm[i] <= RANK_TOL * float(np.max(colnorm)):
+            out[free[i]] = 'the readings do not change with it'
+    if len(out) == len(free):
+        return out
+    _, sv, Vt = np.linalg.svd(J / np.where(colnorm > 0, colnorm, 1.0), full_matrices=False)
     for k in range(sv.size):
         if sv[k] < RANK_TOL * sv[0]:
             involved = [free[i] for i in np.argsort(-np.abs(Vt[k]))[:3] if abs(Vt[k, i]) > 0.3]
@@ -334,10 +344,14 @@ def _undetermined(pset, free, J, cost, n_res, r=None, records=None):
                 partners = [pset.names[j] for j in involved if j != i]
                 out.setdefault(i, 'the readings do not change with it' if not partners else
                                f'only a combination with {", ".join(partners)} changes the readings')
-    colnorm = np.linalg.norm(J, axis=0)
-    for i in range(len(free)):
-        if colnorm[i] == 0.0:
-            out.setdefault(free[i], 'the readings do not change with it')
+    return out
+
+
+def _undetermined(pset, free, J, cost, n_res, r=None, records=None):
+    """{parameter index: why} of the free parameters these signals do not determine: rank (`_rank_deficient`) or a
+    standard error beyond NOT_DETERMINED in theta (with the residuals r: their Newey-West covariance)."""
+    out = _rank_deficient(pset, free, J)
+    cov, _, _ = _statistics(J, cost, n_res, r, records)
     for i, f in enumerate(free):
         if f in out:
             continue
@@ -348,6 +362,55 @@ def _undetermined(pset, free, J, cost, n_res, r=None, records=None):
                 f'standard error {se * p.typical:.3g} {p.unit}'.rstrip()
             out[f] = f'{what} from these signals'
     return out
+
+
+def _levenberg_marquardt(prob, theta, r, J, pool, max_iter, say, history, t_start, first_it=1):
+    """Minimise |r(theta)|^2 from theta (residuals r, sensitivity J there). Returns (theta, r, cost, iterations,
+    converged, message)."""
+    pset, free = prob.pset, list(prob.free)
+    cost = float(r @ r)
+    lam = 1e-3
+    it = first_it - 1
+    drop = math.inf
+    for it in range(first_it, first_it + max_iter):
+        if J is None:
+            J = prob.jacobian(theta, r, pool)
+        g = J.T @ r
+        H = J.T @ J
+        D = np.diag(np.maximum(np.diag(H), 1e-12 * max(float(np.max(np.diag(H))), 1e-300)))
+        accepted = False
+        while lam <= MAX_LAMBDA:
+            try:
+                step = np.linalg.solve(H + lam * D, -g)
+            except np.linalg.LinAlgError:
+                lam *= 10
+                continue
+            big = float(np.max(np.abs(step)))
+            if big > MAX_STEP:
+                step *= MAX_STEP / big
+            cand = pset.clip(prob.full(theta + step))[free]
+            rn = prob.residual(cand)
+            cn = float(rn @ rn) if rn is not None else math.inf
+            if cn < cost:
+                moved = float(np.max(np.abs(cand - theta)))
+                drop, drop_abs = (cost - cn) / cost, cost - cn
+                theta, r, cost = cand, rn, cn
+                lam = max(lam / 5, 1e-9)
+                accepted = True
+                break
+            lam *= 8
+        J = None
+        say(f'iteration {it}: cost {cost / r.size:.6g}  ' +
+            '  '.join(f'{pset.names[f]}={pset.params[f].value(x):.6g}' for f, x in zip(free, theta)) +
+            f'  ({time.monotonic() - t_start:.1f} s)')
+        history.append((it, cost / r.size, pset.values(prob.full(theta))))
+        if not accepted:
+            return theta, r, cost, it, True, 'converged: no step lowers the cost (a minimum)'
+        if drop_abs < CHI2_TOL or drop < COST_RTOL or moved < STEP_TOL:
+            return theta, r, cost, it, True, (f'converged: the last step lowered the sum of squared residuals by '
+                                              f'{drop_abs:.2g} (relative {drop:.1e}) and moved theta by {moved:.1e}')
+    return theta, r, cost, it, False, (f'did not converge within {it - first_it + 1} iterations (the last step still '
+                                       f'lowered the cost by {drop:.1e}): the best estimate so far is reported')
 
 
 def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, start=None) -> Identification:
@@ -384,7 +447,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
         cost_nominal = float(r_nom @ r_nom) / r_nom.size
         # parameters these signals cannot determine at the start are fixed at their nominal values
         J = prob.jacobian(np.asarray(theta_all)[free], r_nom, pool)
-        bad = _undetermined(pset, free, J, None, r_nom.size)
+        bad = _rank_deficient(pset, free, J)
         for _ in range(len(pset.params)):
             if not bad:
                 break
@@ -397,66 +460,68 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
             keep = [i for i, f in enumerate(prob.free) if f in free]
             J = J[:, keep]
             prob.free = np.asarray(free, dtype=int)
-            bad = _undetermined(pset, free, J, None, r_nom.size)
+            bad = _rank_deficient(pset, free, J)
         theta = np.asarray(theta_all)[free].astype(float)
         r = r_nom
         cost = float(r @ r)
-        lam = 1e-3
-        converged, message, it = not free, 'no parameter left to fit' if not free else '', 0
         say(f'iteration 0: cost {cost / r.size:.6g} (mean squared residual in noise units)  ' +
             '  '.join(f'{pset.names[f]}={pset.params[f].value(x):.6g}' for f, x in zip(free, theta)))
         history.append((0, cost / r.size, pset.values(prob.full(theta))))
-        for it in range(1, max_iter + 1 if free else 1):
-            if it > 1:
-                J = prob.jacobian(theta, r, pool)
-            g = J.T @ r
-            H = J.T @ J
-            D = np.diag(np.maximum(np.diag(H), 1e-12 * max(float(np.max(np.diag(H))), 1e-300)))
-            accepted = False
-            while lam <= MAX_LAMBDA:
-                try:
-                    step = np.linalg.solve(H + lam * D, -g)
-                except np.linalg.LinAlgError:
-                    lam *= 10
-                    continue
-                big = float(np.max(np.abs(step)))
-                if big > MAX_STEP:
-                    step *= MAX_STEP / big
-                cand = pset.clip(prob.full(theta + step))[free]
-                rn = prob.residual(cand)
-                cn = float(rn @ rn) if rn is not None else math.inf
-                if cn < cost:
-                    moved = float(np.max(np.abs(cand - theta)))
-                    drop, drop_abs = (cost - cn) / cost, cost - cn
-                    theta, r, cost = cand, rn, cn
-                    lam = max(lam / 5, 1e-9)
-                    accepted = True
-                    break
-                lam *= 8
-            say(f'iteration {it}: cost {cost / r.size:.6g}  ' +
-                '  '.join(f'{pset.names[f]}={pset.params[f].value(x):.6g}' for f, x in zip(free, theta)) +
-                f'  ({time.monotonic() - t_start:.1f} s)')
-            history.append((it, cost / r.size, pset.values(prob.full(theta))))
-            if not accepted:
-                converged = True
-                message = 'converged: no step lowers the cost (a minimum)'
+        converged, message, it = not free, 'no parameter left to fit' if not free else '', 0
+        # continuation: fit the first HORIZON_START_S of each record, then twice as much, ... (a lightly damped
+        # mode whose frequency is a few per cent off drifts out of phase over a long record: the cost over the
+        # whole of it has minima wherever the phase wraps; over a short one it has the one)
+        longest = max(rec.duration for rec in records)
+        h = HORIZON_START_S
+        while free and h < longest:
+            prob.horizon = h
+            say(f'fitting the first {h:g} s of each recording')
+            rh = prob.residual(theta)
+            if rh is None:
                 break
-            if drop_abs < CHI2_TOL or drop < COST_RTOL or moved < STEP_TOL:
-                converged = True
-                message = (f'converged: the last step lowered the sum of squared residuals by {drop_abs:.2g} '
-                           f'(relative {drop:.1e}) and moved theta by {moved:.1e}')
-                break
+            theta, _, _, it, _, _ = _levenberg_marquardt(prob, theta, rh, None, pool, max_iter, say, history,
+                                                         t_start, it + 1)
+            h *= 2.0
+        prob.horizon = None
+        if it:
+            say('fitting the whole of each recording')
+            r = prob.residual(theta)
+            J = None
+            stage_start = it
         else:
-            if free:
-                message = (f'did not converge within {max_iter} iterations (the last step still lowered the cost by '
-                           f'{drop:.1e}): the best estimate so far is reported')
-        # statistics at the estimate
-        J = prob.jacobian(theta, r, pool) if free else np.zeros((r.size, 0))
+            stage_start = 0
+        sv, cov = np.zeros(0), np.zeros((0, 0))
+        while free:
+            theta, r, cost, it, converged, message = _levenberg_marquardt(
+                prob, theta, r, J, pool, max_iter - (it - stage_start), say, history, t_start, it + 1)
+            # statistics at the estimate; what they do not determine is fixed at its nominal value and the rest
+            # fitted again from here (the estimate and the calibrated arm must be one consistent fit)
+            J = prob.jacobian(theta, r, pool)
+            late = _undetermined(pset, free, J, cost, r.size, r, records)
+            if not late:
+                cov, sv, _ = _statistics(J, cost, r.size, r, records)
+                break
+            for f, why in late.items():
+                why_not[pset.names[f]] = why
+                say(f'{pset.names[f]}: not identifiable ({why}): kept at its nominal value; fitting the others again')
+            keep = [i for i, f in enumerate(free) if f not in late]
+            prob.theta_full = prob.full(theta)
+            for f in late:
+                prob.theta_full[f] = pset.theta0()[f]
+            free = [f for f in free if f not in late]
+            prob.free = np.asarray(free, dtype=int)
+            theta = theta[keep]
+            if not free:
+                break
+            r = prob.residual(theta)
+            J = None
+            if it - stage_start >= max_iter:
+                converged, message = False, message + '; no iteration left to fit again without the parameters ' \
+                                                      'not identifiable'
+                cov, sv, _ = _statistics(prob.jacobian(theta, r, pool), float(r @ r), r.size, r, records)
+                break
+        cost = float(r @ r)
         tau = correlation_time(r, records)
-        late = _undetermined(pset, free, J, cost, r.size, r, records) if free else {}
-        for f, why in late.items():
-            why_not[pset.names[f]] = why
-        cov, sv, _ = _statistics(J, cost, r.size, r, records) if free else (np.zeros((0, 0)), np.zeros(0), None)
     theta_full = prob.full(theta)
     for name in why_not:                          # not identifiable: the nominal value, never the fit's number
         i = pset.names.index(name)

@@ -14,8 +14,9 @@ A parameter is named `<joint>.<kind>` (joint: its name in the arm file, or `*` f
 | payload.mass, payload.inertia | the payload (inertia about the last joint's axis; the whole matrix scaled) | kg, kg m² | `payload` |
 
 Scaling (what the fit moves, theta): positive quantities (stiffness, inertia, mass, torque scale) by their logarithm
-relative to the nominal value (theta = ln(v / v_0): a step of 0.1 is 10 %); quantities that may be zero (damping,
-friction, offsets) linearly in units of a typical value (theta = v / v_typ), clipped to their physical range.
+relative to the nominal value (theta = ln(v / v_0): a step of 0.1 is 10 %), sought within a factor FIT_FACTOR of
+it; quantities that may be zero (damping, friction, offsets) linearly in units of a typical value
+(theta = v / v_typ), clipped to their physical range.
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ PAYLOAD_KINDS = {
 TYPICAL_DAMPING = 0.01            # a lightly damped metal link
 TYPICAL_FRICTION = 0.005          # of the joint's effort limit: N m (Coulomb), N m per rad/s (viscous)
 TYPICAL_OFFSET = 0.01             # rad
+FIT_FACTOR = 10.0                 # a log-scaled parameter is sought within nominal / 10 .. nominal x 10 (an arm file
+                                  # further off than that is no starting point; a fit at the bound says so)
 
 
 class FitError(ValueError):
@@ -159,6 +162,8 @@ class ParameterSet:
                    'viscous': max(nominal, TYPICAL_FRICTION * effort),
                    'coulomb': max(nominal, TYPICAL_FRICTION * effort),
                    'encoder_offset': TYPICAL_OFFSET}.get(kind, nominal)
+        if log:
+            lo, hi = max(lo, nominal / FIT_FACTOR), min(hi, nominal * FIT_FACTOR)
         return Parameter(name, kind, j, unit, log, float(nominal), float(typical), float(lo), float(hi))
 
     def _payload(self, kind):
@@ -168,7 +173,8 @@ class ParameterSet:
         if not nominal > 0:
             raise FitError(f'--fit payload.{kind}: the arm file gives the payload no {kind} to scale (give a '
                            'nominal value > 0)')
-        return Parameter(f'payload.{kind}', kind, -1, unit, log, nominal, nominal, lo, hi)
+        return Parameter(f'payload.{kind}', kind, -1, unit, log, nominal, nominal, max(lo, nominal / FIT_FACTOR),
+                         min(hi, nominal * FIT_FACTOR))
 
     # ------------------------------------------------------------------ use
     @property
