@@ -44,7 +44,10 @@ def recording(hidden_arm, tmp_path_factory):
     r = _cli(env, 'excite', '--arm', 'deluca_two_link', '--plant-arm', hidden_arm[0], '--duration', '20',
              '--record', str(rec), '--quiet', '--json')
     assert r.returncode == 0, r.stdout + r.stderr
-    design = json.loads(r.stdout.strip().splitlines()[0])['design']
+    lines = r.stdout.strip().splitlines()
+    design, run = json.loads(lines[0])['design'], json.loads(lines[-1])['run']
+    assert run['complete'] and not run['lost'] and not run['validity_left'] and run['messages'] > 0
+    assert all(p <= 0.6 * 2.0 for p in run['peak_torque_nm'])        # the design's bound on the hidden arm too
     return str(rec), design, env
 
 

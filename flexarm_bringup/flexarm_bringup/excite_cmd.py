@@ -19,6 +19,8 @@ parameters, for trying identification where the truth is known.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import sys
@@ -135,7 +137,34 @@ def excite(args):
         trajectory=lambda q0: _about(exc, q0))
     if args.json:
         print(json.dumps({'design': design}))
-    code = runner.run(run_args)
-    if code == 0 and not args.json:
+    # the run's summary is a move's (a tip path against a reference): of an experiment only what it did to the arm
+    # is said (the runner's own exit codes and messages on stderr kept)
+    out = io.StringIO()
+    run_args.json = True
+    with contextlib.redirect_stdout(out):
+        code = runner.run(run_args)
+    lines = out.getvalue().strip().splitlines()
+    try:
+        s = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        s = None
+    if s is None:
+        sys.stdout.write(out.getvalue())
+        return code
+    summary = {'recording': s.get('record', {}).get('path'), 'messages': sum(s.get('record', {}).get(
+        'messages', {}).values()), 'complete': s.get('record', {}).get('complete'),
+        'peak_torque_nm': s.get('peak_torque_nm'), 'max_deflection_over_length': s.get('max_deflection_over_length'),
+        'validity_limit': s.get('validity_limit'), 'lost': s.get('lost'), 'validity_left': s.get('validity_left'),
+        'time_mode': s.get('time_mode'), 'plant_arm': s.get('plant_arm')}
+    if args.json:
+        print(json.dumps({'run': summary}))
+        return code
+    print(f'flexarm excite: {args.duration:g} s of excitation on {s.get("plant_arm")} ({s.get("time_mode")})')
+    print('  peak torque           ' + ', '.join(f'{x:.3g}' for x in summary['peak_torque_nm'] or []) + ' N m')
+    print('  link deflection       ' + ', '.join(f'{100 * x:.1f}' for x in summary['max_deflection_over_length'] or [])
+          + f' % of length (model valid to {100 * (summary["validity_limit"] or 0):.0f} %)')
+    print(f'  recording             {summary["recording"]} ({summary["messages"]} messages'
+          + ('' if summary['complete'] else ', INCOMPLETE') + ')')
+    if code == 0:
         print(f'identify with: flexarm identify {args.record} --arm {args.arm} --fit <parameters>')
     return code
