@@ -1,6 +1,7 @@
 """Calibration through the user's path (issue 26): `flexarm excite` runs the experiment on the simulated plant (real
-nodes over DDS, lock-step) whose arm has parameters the fit does not know (--plant-arm), recording an MCAP;
-`flexarm identify` reads that file and calibrates the arm file. Bad recordings and arguments get clear errors."""
+nodes over DDS, lock-step) whose arm has parameters the fit does not know (--plant-arm) and a strain gauge near each
+link's root (--sensors strain), recording an MCAP; `flexarm identify` reads that file and calibrates the arm file,
+with the gauges and without them. Bad recordings and arguments get clear errors."""
 import json
 import os
 import subprocess
@@ -42,7 +43,7 @@ def recording(hidden_arm, tmp_path_factory):
                PYTHONUNBUFFERED='1')
     rec = tmp_path_factory.mktemp('rec') / 'exc.mcap'
     r = _cli(env, 'excite', '--arm', 'deluca_two_link', '--plant-arm', hidden_arm[0], '--duration', '20',
-             '--record', str(rec), '--quiet', '--json')
+             '--sensors', 'strain', '--record', str(rec), '--quiet', '--json')
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.strip().splitlines()
     design, run = json.loads(lines[0])['design'], json.loads(lines[-1])['run']
@@ -68,7 +69,18 @@ def test_excite_then_identify_recovers_the_hidden_arm(recording, hidden_arm, tmp
         assert abs(p[f'{j}.damping_ratio']['estimate'] - 0.02) < max(0.2 * 0.02, 0.002)
     assert all(v['identifiable'] and v['std_error'] > 0 for v in p.values())
     assert rep['converged'] and not rep['misfit']
-    assert all(e < 0.05 for e in rep['nrmse'][rec].values())
+    gauges = ['shoulder@0.025:in_plane:c=0.001', 'elbow@0.025:in_plane:c=0.001']
+    assert list(rep['nrmse'][rec]) == ['shoulder', 'elbow'] + gauges        # the gauges were fitted too
+    assert all(rep['nrmse'][rec][k] < 0.05 for k in ('shoulder', 'elbow', gauges[0]))
+    # the same recording, the joints alone: the elbow link's stiffness and damping are known far less well
+    r = _cli(env, 'identify', rec, '--arm', 'deluca_two_link', '--fit', '*.EI_z,payload.mass,*.damping_ratio',
+             '--joints-only', '--json')
+    assert r.returncode == 0, r.stdout + r.stderr
+    joints = json.loads(r.stdout.strip().splitlines()[-1])
+    assert list(joints['nrmse'][rec]) == ['shoulder', 'elbow']
+    for name in ('elbow.EI_z', 'elbow.damping_ratio'):
+        assert joints['parameters'][name]['std_error'] > 3 * p[name]['std_error'], (name, joints['parameters'][name],
+                                                                                   p[name])
     # the calibrated file is an arm file every node loads; it says where it came from
     from flexarm_sim.model import load_model
     from flexarm_sim.model.spec import load_arm

@@ -87,7 +87,7 @@ def excite(args):
     from flexarm_sim.arms import arm_id, resolve_arm
     from flexarm_sim.common.params import ConfigError
     from flexarm_sim.model import load_model
-    from flexarm_sim.sensors import preset_values
+    from flexarm_sim.sensors import DEFAULTS, preset_values
 
     from . import runner
 
@@ -106,7 +106,8 @@ def excite(args):
         return 2
     design = {'arm': model.spec.name, 'arm_id': arm_id(path, model.spec.name), 'law': 'pd_servo',
               'kp': [float(x) for x in kp], 'kv': [float(x) for x in kv], 'control_rate_hz': args.control_rate,
-              'sensors': args.sensors, 'excitation': exc.describe(),
+              'sensors': args.sensors, 'strain_bandwidth_hz': DEFAULTS['strain.bandwidth'],
+              'excitation': exc.describe(),
               'predicted': {k: (v.tolist() if hasattr(v, 'tolist') else v) for k, v in figures.items()}}
     if not args.json:
         print(f'experiment on {model.spec.name}: {args.duration:g} s, {len(exc.frequencies)} sines per joint from '
@@ -122,6 +123,7 @@ def excite(args):
     plant_extra = dict(values, **{'publish_rates.joint_states': args.control_rate})
     if values.get('sensors.strain.gauges'):
         plant_extra['sensors.strain.rate'] = args.control_rate
+        plant_extra['sensors.strain.bandwidth'] = design['strain_bandwidth_hz']
     else:
         plant_extra.pop('sensors.strain.gauges', None)
     if values.get('sensors.accelerometer.enabled'):

@@ -8,6 +8,10 @@ Reads from each recording (`flexarm excite`, or any run of pd_servo with --kp/--
   /flexarm/effort_command   the torque the law commanded for each control period (`step`: which period)
   /flexarm/state            the joint positions and velocities the law acted on (a simulated plant's exact ones,
                             the bridge's readings); without it, /joint_states' position and velocity
+  /flexarm/strain           strain gauge readings, if recorded (`flexarm excite --sensors strain`): fitted too, each
+                            gauge about its mean (its bias is not a model parameter), weighted by its variance, the
+                            amplifier's low-pass (metadata strain_bandwidth_hz, or --strain-bandwidth) applied to
+                            the prediction; --joints-only leaves them out
   metadata flexarm_experiment  the law's gains, the arm's name and id, the control rate
 and fits the named parameters (flexarm_control.identification.parameters: `<joint>.EI_z`, `<joint>.damping_ratio`,
 `payload.mass`, ...; `*` for every joint) by output error on the package's own nonlinear model, replaying the
@@ -32,6 +36,7 @@ NOT_CONVERGED_EXIT_CODE = 6
 JOINT_STATES = '/joint_states'
 COMMANDS = '/flexarm/effort_command'
 LAW_STATE = '/flexarm/state'          # what the law acted on (a simulated plant's exact joints; the bridge's readings)
+STRAIN = '/flexarm/strain'
 
 
 def add_parser(sub):
@@ -51,6 +56,11 @@ def add_parser(sub):
                    help='encoder counts per turn (the readings\' resolution; default the plant\'s sensor model)')
     p.add_argument('--kp', default=None, help='the law\'s kp per joint, for a recording without flexarm_experiment')
     p.add_argument('--kv', default=None, help='the law\'s kv per joint, for a recording without flexarm_experiment')
+    p.add_argument('--joints-only', action='store_true',
+                   help='fit the joint readings only, even where strain gauges were recorded')
+    p.add_argument('--strain-bandwidth', type=float, default=None, metavar='HZ',
+                   help='the gauges\' amplifier low-pass (default the recording\'s metadata, else the plant\'s sensor '
+                        'model); 0 = none')
     p.set_defaults(func=identify_main)
 
 
@@ -69,7 +79,7 @@ def _metadata(reader):
     return out
 
 
-def read_record(path, spec, counts_per_rev=None, kp=None, kv=None):
+def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, strain_bandwidth=None):
     """The ClosedLoopRecord of a recording for the arm `spec` (module docstring); RecordingError naming the topic or
     field it cannot use."""
     from mcap.reader import make_reader
@@ -77,7 +87,7 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None):
     from sensor_msgs.msg import JointState
 
     from flexarm_control.identification import ClosedLoopRecord
-    from flexarm_msgs.msg import FlexState, JointEffortCommand
+    from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
     from flexarm_sim.sensors import DEFAULTS
 
     names = [j.name for j in spec.joints]
@@ -90,9 +100,13 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None):
         try:
             reader = make_reader(f)
             meta = _metadata(reader)
-            states, commands, law = {}, {}, {}
-            for _schema, channel, msg in reader.iter_messages(topics=[JOINT_STATES, COMMANDS, LAW_STATE]):
-                if channel.topic == JOINT_STATES:
+            states, commands, law, gauges = {}, {}, {}, {}
+            topics = [JOINT_STATES, COMMANDS, LAW_STATE] + ([STRAIN] if strain else [])
+            for _schema, channel, msg in reader.iter_messages(topics=topics):
+                if channel.topic == STRAIN:
+                    m = deserialize_message(msg.data, StrainGauges)
+                    gauges[_stamp_ns(m.header)] = m
+                elif channel.topic == JOINT_STATES:
                     m = deserialize_message(msg.data, JointState)
                     states[_stamp_ns(m.header)] = m
                 elif channel.topic == LAW_STATE:
@@ -201,8 +215,62 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None):
         raise RecordingError(f'{path}: non-finite readings or commands')
     counts = counts_per_rev or DEFAULTS['encoders.counts_per_rev']
     noise = (2 * math.pi / counts) / math.sqrt(12)
+    extra = {}
+    if gauges:
+        bw = strain_bandwidth
+        if bw is None:
+            bw = float((design or {}).get('strain_bandwidth_hz', DEFAULTS['strain.bandwidth']))
+        extra = _strain_channel(path, gauges, stamps, names, bw, period)
     return ClosedLoopRecord(period * 1e-9, tuple(names), U, Q, QD, kp, kv, noise, source=str(path),
-                            t0=stamps[0] * 1e-9, delay=delay, law_position=LQ, law_velocity=LQD)
+                            t0=stamps[0] * 1e-9, delay=delay, law_position=LQ, law_velocity=LQD, **extra)
+
+
+def _strain_channel(path, gauges, stamps, joints, bandwidth, period_ns):
+    """The strain fields of a ClosedLoopRecord from the /flexarm/strain messages at the readings' instants."""
+    from flexarm_msgs.msg import LinkDeflection
+    from flexarm_sim.sensors import lowpass_alpha
+
+    first = gauges.get(stamps[0])
+    if first is None:
+        raise RecordingError(f'{path}: {STRAIN}: no reading at t = {stamps[0] * 1e-9:.6f} s, where {JOINT_STATES} '
+                             'has one (the gauges must be sampled with the joints: flexarm excite --sensors strain '
+                             'does; --joints-only ignores them)')
+    g = len(first.names)
+    fields = ('link_names', 'positions', 'planes', 'distances', 'strain', 'variance')
+    bad = [f for f in fields if len(getattr(first, f)) != g]
+    if bad or not g:
+        raise RecordingError(f'{path}: {STRAIN}.{(bad or ["names"])[0]} has {len(getattr(first, (bad or ["names"])[0]))}'
+                             f' values for {g} gauges')
+    texts = []
+    for i in range(g):
+        link = first.link_names[i]
+        joint = link[:-len('_link')] if link.endswith('_link') else link
+        if joint not in joints:
+            raise RecordingError(f'{path}: {STRAIN}.link_names[{i}] = {link!r}: not a link of the arm\'s joints '
+                                 f'{", ".join(joints)}')
+        plane = {LinkDeflection.IN_PLANE: 'in_plane', LinkDeflection.OUT_OF_PLANE: 'out_of_plane'}.get(
+            int(first.planes[i]))
+        if plane is None:
+            raise RecordingError(f'{path}: {STRAIN}.planes[{i}] = {first.planes[i]}: not IN_PLANE or OUT_OF_PLANE')
+        texts.append(f'{joint}@{first.positions[i]!r}:{plane}:c={first.distances[i]!r}')
+    var = np.asarray(first.variance, dtype=float)
+    if not np.all(np.isfinite(var) & (var > 0)):
+        raise RecordingError(f'{path}: {STRAIN}.variance is {list(var)}: the gauges\' noise is needed to weigh them '
+                             'against the joints (--joints-only fits without them)')
+    S = np.empty((len(stamps), g))
+    for k, s in enumerate(stamps):
+        m = gauges.get(s)
+        if m is None:
+            raise RecordingError(f'{path}: {STRAIN}: no reading at t = {s * 1e-9:.6f} s, where {JOINT_STATES} has one')
+        if list(m.names) != list(first.names) or len(m.strain) != g:
+            raise RecordingError(f'{path}: {STRAIN}: the gauges change at t = {s * 1e-9:.6f} s')
+        S[k] = m.strain
+    if not np.all(np.isfinite(S)):
+        raise RecordingError(f'{path}: {STRAIN}.strain: non-finite readings')
+    if not (math.isfinite(bandwidth) and bandwidth >= 0):
+        raise RecordingError(f'strain bandwidth must be >= 0 Hz, got {bandwidth}')
+    return {'strain': S, 'gauges': tuple(texts), 'strain_noise': np.sqrt(var),
+            'strain_alpha': lowpass_alpha(bandwidth, 1e9 / period_ns)}
 
 
 def _frequencies(spec, n=3):
@@ -249,22 +317,29 @@ def _plot(path, records, result):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    from flexarm_control.identification.output_error import simulate_record
+    from flexarm_control.identification.output_error import simulate_record, strain_of
     from flexarm_sim.model import load_model
     model = load_model(result.spec)
     rec = records[0]
-    q, _ = simulate_record(model, rec, result.scale, result.offset)
+    q, Z = simulate_record(model, rec, result.scale, result.offset)
     t = rec.t0 + rec.dt * np.arange(rec.samples)
-    n = len(rec.joint_names)
+    meas, pred, labels = [rec.position], [q], [(name, 'rad', 1.0, 1e3, 'mrad') for name in rec.joint_names]
+    if rec.strain is not None:
+        s = strain_of(model, rec, Z)
+        meas.append(rec.strain)
+        pred.append(s + (rec.strain - s).mean(axis=0))          # each gauge's bias fitted
+        labels += [(g.split('@')[0] + ' gauge', 'µε', 1e6, 1e6, 'µε') for g in rec.gauges]
+    meas, pred = np.hstack(meas), np.hstack(pred)
+    n = meas.shape[1]
     fig, axes = plt.subplots(2 * n, 1, figsize=(10, 3 * n + 1), sharex=True)
-    for j, name in enumerate(rec.joint_names):
+    for j, (name, unit, v, k, small) in enumerate(labels):
         ax = axes[2 * j]
-        ax.plot(t, rec.position[:, j], 'k-', lw=0.8, label='measured')
-        ax.plot(t, q[:, j], 'C1--', lw=0.8, label='calibrated model')
-        ax.set_ylabel(f'{name} [rad]')
+        ax.plot(t, v * meas[:, j], 'k-', lw=0.8, label='measured')
+        ax.plot(t, v * pred[:, j], 'C1--', lw=0.8, label='calibrated model')
+        ax.set_ylabel(f'{name} [{unit}]')
         ax.legend(loc='upper right', fontsize=8)
-        axes[2 * j + 1].plot(t, 1e3 * (q[:, j] - rec.position[:, j]), 'C3-', lw=0.6)
-        axes[2 * j + 1].set_ylabel(f'{name} residual [mrad]')
+        axes[2 * j + 1].plot(t, k * (pred[:, j] - meas[:, j]), 'C3-', lw=0.6)
+        axes[2 * j + 1].set_ylabel(f'residual [{small}]')
     axes[-1].set_xlabel('t [s]')
     fig.suptitle(f'{result.spec.name}: {os.path.basename(rec.source)}')
     fig.tight_layout()
@@ -284,18 +359,20 @@ def identify_main(args):
         path = resolve_arm(args.arm, 'arm')
         spec = load_model(path).spec
         kp, kv = _vector_arg(args.kp, '--kp'), _vector_arg(args.kv, '--kv')
-        records = [read_record(p, spec, args.counts_per_rev, kp, kv) for p in args.recordings]
-        held = [read_record(p, spec, args.counts_per_rev, kp, kv) for p in args.holdout]
+        kw = {'strain': not args.joints_only, 'strain_bandwidth': args.strain_bandwidth}
+        records = [read_record(p, spec, args.counts_per_rev, kp, kv, **kw) for p in args.recordings]
+        held = [read_record(p, spec, args.counts_per_rev, kp, kv, **kw) for p in args.holdout]
         if args.output and os.path.abspath(args.output) in {os.path.abspath(p) for p in args.recordings}:
             raise RecordingError(f'-o {args.output}: that is a recording')
         for rec in records:
             say(f'{rec.source}: {rec.duration:.2f} s at {1 / rec.dt:.0f} Hz, {len(rec.joint_names)} joints'
+                + (f', strain gauges {", ".join(rec.gauges)}' if rec.strain is not None else '')
                 + (f', commands {rec.delay} period(s) after their readings' if rec.delay else ''))
         result = identify(spec, records, args.fit, max_iter=args.max_iter, progress=say)
     except (ConfigError, RecordingError, RecordError, FitError, ArmSpecError, OSError) as e:
         print(f'flexarm identify: {e}', file=sys.stderr)
         return 2
-    holdout = [(rec.source, predict(result.spec, rec, result.scale, result.offset)[1]) for rec in held]
+    holdout = [(rec, predict(result.spec, rec, result.scale, result.offset)[1]) for rec in held]
     f_nom, f_cal = _frequencies(spec), _frequencies(result.spec)
     written = None
     if args.output and result.converged:
@@ -317,8 +394,8 @@ def identify_main(args):
                               'unit': result.units[i], 'identifiable': bool(result.identifiable[i]),
                               **({'why_not': result.why_not[name]} if name in result.why_not else {})}
                        for i, name in enumerate(result.names)},
-        'nrmse': {rec.source: dict(zip(rec.joint_names, map(float, e))) for rec, e in zip(records, result.nrmse)},
-        'holdout_nrmse': {src: dict(zip(records[0].joint_names, map(float, e))) for src, e in holdout},
+        'nrmse': {rec.source: dict(zip(rec.channels, map(float, e))) for rec, e in zip(records, result.nrmse)},
+        'holdout_nrmse': {rec.source: dict(zip(rec.channels, map(float, e))) for rec, e in holdout},
         'frequencies_hz': {'nominal': [float(x) for x in f_nom], 'calibrated': [float(x) for x in f_cal]},
         'output': written, 'misfit': result.misfit, 'correlation_time': result.correlation_time}
     if args.json:
@@ -329,10 +406,10 @@ def identify_main(args):
               f'{result.seconds:.1f} s; cost {result.cost:.4g} (nominal arm {result.cost_nominal:.4g}) in noise units')
         for rec, e in zip(records, result.nrmse):
             print(f'fit NRMSE {os.path.basename(rec.source)}: ' +
-                  ', '.join(f'{j} {100 * x:.2f} %' for j, x in zip(rec.joint_names, e)))
-        for src, e in holdout:
-            print(f'held-out NRMSE {os.path.basename(src)}: ' +
-                  ', '.join(f'{j} {100 * x:.2f} %' for j, x in zip(records[0].joint_names, e)))
+                  ', '.join(f'{j} {100 * x:.2f} %' for j, x in zip(rec.channels, e)))
+        for rec, e in holdout:
+            print(f'held-out NRMSE {os.path.basename(rec.source)}: ' +
+                  ', '.join(f'{j} {100 * x:.2f} %' for j, x in zip(rec.channels, e)))
         print('whole-arm frequencies (Hz, joints free): nominal ' + ', '.join(f'{x:.4g}' for x in f_nom)
               + '; calibrated ' + ', '.join(f'{x:.4g}' for x in f_cal))
         if result.misfit:

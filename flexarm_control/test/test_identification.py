@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from flexarm_control.identification import (ClosedLoopRecord, Excitation, ExcitationError, FitError, ParameterSet,
-                                            RecordError, check_excitation, design_excitation, identify, predict,
-                                            run_offline)
+                                            RecordError, check_excitation, design_excitation, identifiability,
+                                            identify, predict, run_offline)
 from flexarm_sim.arms import resolve_arm
 from flexarm_sim.model import load_model, whole_arm_modes
 from flexarm_sim.model.spec import arm_from_dict, arm_to_dict
+from flexarm_sim.sensors import preset_values
 
 DT = 2e-3
 DURATION = 20.0
@@ -53,6 +54,18 @@ def _hidden_b():
     return d
 
 
+def _hidden_c():
+    """Stiffer links, a heavier payload with more inertia, little damping."""
+    d = _nominal_dict()
+    d['joints'][0]['link']['EI_z'] *= 1.2
+    d['joints'][1]['link']['EI_z'] *= 1.15
+    d['payload']['mass'] *= 1.4
+    d['payload']['inertia'] = (np.asarray(d['payload']['inertia']) * 1.5).tolist()
+    for j in d['joints']:
+        j['link']['damping_ratio'] = 0.005
+    return d
+
+
 def _truth(d, name):
     """The value of a fitted parameter in the arm dict d."""
     who, _, kind = name.partition('.')
@@ -78,14 +91,14 @@ def experiment():
     return nominal, exc, kp, kv, figures
 
 
-def _records(experiment, hidden, seeds=(1, 2), effort_noise=0.0):
+def _records(experiment, hidden, seeds=(1, 2), effort_noise=0.0, gauges=()):
     nominal, exc, kp, kv, _ = experiment
     true = _model(hidden)
     out = []
     for s in seeds:
         e = Excitation(exc.q0, exc.amplitude, exc.frequencies, exc.duration, exc.ramp, seed=s, slope=exc.slope)
         out.append(run_offline(true, e, kp, kv, DT, law_model=nominal, effort_noise=effort_noise, seed=s,
-                               source=f'seed {s}'))
+                               source=f'seed {s}', gauges=gauges, strain_bias=[3e-5, -2e-5]))
     return true, out
 
 
@@ -202,6 +215,31 @@ def test_identifies_a_second_hidden_set_with_hub_inertia(experiment):
 
 
 @pytest.mark.slow
+def test_strain_gauges_determine_what_the_encoders_hardly_do(experiment):
+    """A gauge near each link's root (the `strain` sensor set: noise, an unknown bias, the amplifier's low-pass, as
+    the plant's sensor model makes them) measures the links' bending itself; the joints see it only through its
+    reaction. At the truth, the standard errors the two sets of signals give; then the fit with the gauges."""
+    nominal = experiment[0]
+    hidden = _hidden_c()
+    gauges = preset_values(nominal.spec, 'strain')['sensors.strain.gauges']
+    true, (rec, held) = _records(experiment, hidden, gauges=gauges)
+    assert rec.channels == ('shoulder', 'elbow', 'shoulder@0.025:in_plane:c=0.001', 'elbow@0.025:in_plane:c=0.001')
+    fit = ['*.EI_z', '*.damping_ratio', 'payload.mass', 'payload.inertia']
+    joints = identifiability(true.spec, [rec.without_strain()], fit)
+    both = identifiability(true.spec, [rec], fit)
+    assert not any(why for _, why in both.values())
+    for name, gain in (('payload.inertia', 10), ('elbow.damping_ratio', 5), ('elbow.EI_z', 5)):
+        assert joints[name][0] > gain * both[name][0], (name, joints[name], both[name])
+    result = identify(nominal.spec, [rec], fit)
+    assert result.converged and all(result.identifiable), (result.message, result.why_not)
+    tol = {'EI_z': (0.005, 0.0), 'mass': (0.005, 0.0), 'inertia': (0.01, 0.0), 'damping_ratio': (0.05, 0.0)}
+    _check(result, hidden, result.names, tol)
+    assert result.cost < 1.5 and not result.misfit        # the gauges' bias and filter are what the model says
+    _, err = predict(result.spec, held)
+    assert err.shape == (4,) and np.all(err[:3] < 0.05), err     # (the elbow gauge's signal is ~10x its noise)
+
+
+@pytest.mark.slow
 def test_what_the_readings_cannot_determine_is_said_and_kept_nominal(experiment):
     """A horizontal planar arm turned as a whole moves no reading: the shoulder encoder's offset is invisible."""
     nominal = experiment[0]
@@ -250,6 +288,21 @@ def test_bad_records_are_refused_naming_the_field():
     spec = load_model(resolve_arm('spatial_3r')).spec
     with pytest.raises(RecordError, match="another arm's recording"):
         identify(spec, [_small_record()], ['payload.mass'])
+    strain = np.zeros((10, 1))
+    with pytest.raises(RecordError, match='gauges shoulder@0.02 without strain readings'):
+        _small_record(gauges=('shoulder@0.02',))
+    with pytest.raises(RecordError, match=r'strain: expected \(10, 2\)'):
+        _small_record(strain=strain, gauges=('shoulder@0.02', 'elbow@0.02'), strain_noise=1e-6)
+    with pytest.raises(RecordError, match='strain_noise must be > 0'):
+        _small_record(strain=strain, gauges=('shoulder@0.02',))
+    with pytest.raises(RecordError, match='strain_alpha'):
+        _small_record(strain=strain, gauges=('shoulder@0.02',), strain_noise=1e-6, strain_alpha=0.0)
+    strain[3, 0] = np.inf
+    with pytest.raises(RecordError, match=r'strain\[shoulder@0.02\] is not finite at sample 3'):
+        _small_record(strain=strain, gauges=('shoulder@0.02',), strain_noise=1e-6)
+    rec = _small_record(strain=np.zeros((10, 1)), gauges=('wrist@0.02',), strain_noise=1e-6)
+    with pytest.raises(RecordError, match="rec.mcap: strain gauge 'wrist@0.02'"):
+        identify(_model(_nominal_dict()).spec, [rec], ['payload.mass'])
 
 
 def test_bad_parameter_lists_are_refused():

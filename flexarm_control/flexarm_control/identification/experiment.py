@@ -259,16 +259,41 @@ def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, ba
 
 
 def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, velocity_resolution=0.0,
-                effort_noise=0.0, seed=0, law_reads='state', source='offline experiment'):
+                effort_noise=0.0, seed=0, law_reads='state', source='offline experiment', gauges=(),
+                strain_noise=None, strain_bandwidth=None, strain_bias=0.0):
     """Run the experiment on a simulated arm in this process (the plant `model`, pd_servo designed on `law_model`,
     default the same): the readings quantized (encoder counts per turn, the drives' velocity resolution), torque
     noise (N m) added to what the arm gets; the law acts on the exact joint state (law_reads='state', as on the
-    simulated plant) or on the readings ('readings', as on hardware). Returns the ClosedLoopRecord a recording of
-    it gives (flexarm identify's reader)."""
+    simulated plant) or on the readings ('readings', as on hardware). `gauges` ('<joint>@<x>[:<plane>]'): strain
+    gauges read every period by the plant's sensor model (flexarm_sim.sensors: noise, bias, the amplifier's low-pass;
+    defaults its DEFAULTS). Returns the ClosedLoopRecord a recording of it gives (flexarm identify's reader)."""
+    from flexarm_sim.model.sensing import parse_gauge
+    from flexarm_sim.sensors import DEFAULTS, SensorConfig, SimulatedSensors
+
     if law_reads not in ('state', 'readings'):
         raise ValueError(f"law_reads: 'state' or 'readings', got {law_reads!r}")
     res, Q, QD, U, LQ, LQD = _closed_loop(model, law_model or model, exc, kp, kv, dt, counts_per_rev,
                                           velocity_resolution, effort_noise, seed, law_reads)
     noise = (2 * math.pi / counts_per_rev) / math.sqrt(12) if counts_per_rev else 1e-6
+    strain, texts, s_noise, alpha = None, (), None, 1.0
+    if gauges:
+        parsed = [parse_gauge(model, g) for g in gauges]
+        bias = np.broadcast_to(np.asarray(strain_bias, dtype=float), (len(parsed),))
+        cfg = SensorConfig(seed=seed, gauges=tuple(parsed), strain_bias=tuple(bias),
+                           strain_noise=DEFAULTS['strain.noise'] if strain_noise is None else strain_noise,
+                           strain_bandwidth=DEFAULTS['strain.bandwidth'] if strain_bandwidth is None
+                           else strain_bandwidth, strain_rate=1.0 / dt)
+        sensors = SimulatedSensors(model, cfg, 1.0 / dt, 1.0 / dt, lockstep=True, control_rate=1.0 / dt)
+        strain = np.array([sensors.read_strain(z) for z in res.z])
+        texts = tuple(gauge_text(model, g) for g in parsed)
+        s_noise = np.sqrt(sensors.strain_variance)
+        alpha = sensors.alpha_strain
     return ClosedLoopRecord(dt, tuple(j.name for j in model.spec.joints), U, Q, QD, kp, kv, noise, source=source,
-                            law_position=LQ, law_velocity=LQD)
+                            law_position=LQ, law_velocity=LQD, strain=strain, gauges=texts, strain_noise=s_noise,
+                            strain_alpha=alpha)
+
+
+def gauge_text(model, g) -> str:
+    """A StrainGauge's description, '<joint>@<x>:<plane>:c=<m>', as sensing.parse_gauge reads it."""
+    from flexarm_sim.model.sensing import PLANE_NAMES
+    return f'{model.spec.joints[g.link].name}@{g.x!r}:{PLANE_NAMES[g.plane]}:c={g.c!r}'

@@ -41,7 +41,8 @@ from flexarm_sim.model.spec import ArmSpecError
 
 from .parameters import FitError, ParameterSet
 
-__all__ = ['ClosedLoopRecord', 'Identification', 'identify', 'predict', 'nrmse', 'RecordError']
+__all__ = ['ClosedLoopRecord', 'Identification', 'identify', 'predict', 'nrmse', 'strain_of', 'identifiability',
+           'RecordError']
 
 MAX_STEP = 0.5                # largest change of theta in one step (a factor 1.65 of a log-scaled parameter)
 DIFF_STEP = 1e-4              # forward-difference step in theta
@@ -79,6 +80,10 @@ class ClosedLoopRecord:
     delay: int = 0                        # periods between the readings a torque was computed from and its period
     law_position: np.ndarray = None       # what the law acted on, if not the readings (e.g. a simulated plant's
     law_velocity: np.ndarray = None       # exact joint state; the drives' own velocity): (K, n)
+    strain: np.ndarray = None             # (K, g) strain gauge readings at the same instants, or None
+    gauges: tuple = ()                    # their descriptions, '<joint>@<x>:<plane>:c=<m>' (sensing.parse_gauge)
+    strain_noise: np.ndarray = None       # (g,) the readings' noise standard deviation (after the amplifier's filter)
+    strain_alpha: float = 1.0             # the amplifier's first-order low-pass at dt (sensors.lowpass_alpha; 1: none)
 
     def __post_init__(self):
         self.torque = np.ascontiguousarray(self.torque, dtype=float)
@@ -111,6 +116,30 @@ class ClosedLoopRecord:
             raise RecordError(f'{self.source}: delay must be a whole number of periods >= 0, got {self.delay!r}')
         if np.any(self.position_noise <= 0):
             raise RecordError(f'{self.source}: position_noise must be > 0 (the encoder step / sqrt(12))')
+        self.gauges = tuple(self.gauges)
+        if self.strain is None:
+            if self.gauges:
+                raise RecordError(f'{self.source}: gauges {", ".join(self.gauges)} without strain readings')
+            return
+        g = len(self.gauges)
+        self.strain = np.ascontiguousarray(self.strain, dtype=float)
+        if self.strain.ndim != 2 or self.strain.shape != (self.torque.shape[0], g) or not g:
+            raise RecordError(f'{self.source}: strain: expected ({self.torque.shape[0]}, {g}) readings of the gauges '
+                              f'{", ".join(self.gauges) or "(none given)"}, got shape {self.strain.shape}')
+        bad = ~np.isfinite(self.strain)
+        if bad.any():
+            k, i = np.argwhere(bad)[0]
+            raise RecordError(f'{self.source}: strain[{self.gauges[i]}] is not finite at sample {k}')
+        noise = np.broadcast_to(np.asarray(self.strain_noise if self.strain_noise is not None else np.nan,
+                                           dtype=float), (g,)).copy()
+        if not np.all(np.isfinite(noise) & (noise > 0)):
+            raise RecordError(f'{self.source}: strain_noise must be > 0 per gauge (the readings\' standard '
+                              f'deviation), got {noise}')
+        self.strain_noise = noise
+        a = float(self.strain_alpha)
+        if not (math.isfinite(a) and 0.0 < a <= 1.0):
+            raise RecordError(f'{self.source}: strain_alpha must be in (0, 1] (1: no filter), got {self.strain_alpha}')
+        self.strain_alpha = a
 
     @property
     def samples(self) -> int:
@@ -119,6 +148,17 @@ class ClosedLoopRecord:
     @property
     def duration(self) -> float:
         return (self.samples - 1) * self.dt
+
+    @property
+    def channels(self) -> tuple:
+        """The fitted outputs, in the residuals' order per sample: the joints, then the gauges."""
+        return tuple(self.joint_names) + (self.gauges if self.strain is not None else ())
+
+    def without_strain(self) -> 'ClosedLoopRecord':
+        """The same record with the joint readings only (what encoders alone determine)."""
+        return ClosedLoopRecord(self.dt, self.joint_names, self.torque, self.position, self.velocity, self.kp, self.kd,
+                                self.position_noise, self.source, self.t0, self.delay, self.law_position,
+                                self.law_velocity)
 
 
 def nrmse(pred, meas):
@@ -148,12 +188,50 @@ def simulate_record(model, rec, scale=None, offset=None, samples=None):
     return Z[:, model.q_index] + offset, Z
 
 
+def strain_of(model, rec, Z):
+    """The gauges' readings the model predicts from its states Z (K, N) of a replay, bias aside: S z through the
+    amplifier's low-pass y_k = y_k-1 + alpha (u_k - y_k-1), y_0 = u_0 (flexarm_sim.sensors). A gauge's constant bias
+    is not a model parameter: each residual is taken about its mean (the least-squares bias)."""
+    from scipy.signal import lfilter
+
+    from flexarm_sim.model.sensing import SensorSpecError, parse_gauge, strain_matrix
+    try:
+        S = strain_matrix(model, [parse_gauge(model, g) for g in rec.gauges])
+    except SensorSpecError as e:
+        raise RecordError(f'{rec.source}: {e}') from None
+    u = Z @ S.T
+    a = rec.strain_alpha
+    if a >= 1.0:
+        return u
+    return lfilter([a], [1.0, a - 1.0], u, axis=0, zi=((1.0 - a) * u[:1]))[0]
+
+
+def _channel_residuals(model, rec, q, Z, k):
+    """Noise-weighted residuals (k, channels) of a replay's first k samples (the gauges' about their mean)."""
+    R = (q - rec.position[:k]) / rec.position_noise
+    if rec.strain is None:
+        return R
+    e = strain_of(model, rec, Z) - rec.strain[:k]
+    return np.hstack([R, (e - e.mean(axis=0)) / rec.strain_noise])
+
+
+def _channel_nrmse(model, rec, q, Z):
+    """NRMSE per channel (joints, then gauges with their bias fitted)."""
+    out = nrmse(q, rec.position)
+    if rec.strain is None:
+        return out
+    s = strain_of(model, rec, Z)
+    s = s + (rec.strain - s).mean(axis=0)
+    return np.concatenate([out, nrmse(s, rec.strain)])
+
+
 def predict(spec, rec, scale=None, offset=None):
-    """(predicted readings, NRMSE per joint) of an arm (ArmSpec or model) on a record (e.g. held out)."""
+    """(predicted joint readings, NRMSE per channel: joints then gauges) of an arm (ArmSpec or model) on a record
+    (e.g. held out)."""
     model = spec if hasattr(spec, 'q_index') else load_model(spec)
     _check_joints(model.spec, rec)
-    q, _ = simulate_record(model, rec, scale, offset)
-    return q, nrmse(q, rec.position)
+    q, Z = simulate_record(model, rec, scale, offset)
+    return q, _channel_nrmse(model, rec, q, Z)
 
 
 def _check_joints(spec, rec):
@@ -225,8 +303,10 @@ class _Problem:
             out = []
             for rec in self.records:
                 k = rec.samples if self.horizon is None else min(rec.samples, int(self.horizon / rec.dt) + 1)
-                q, _ = simulate_record(model, rec, scale, offset, k)
-                out.append(((q - rec.position[:k]) / rec.position_noise).ravel())
+                q, Z = simulate_record(model, rec, scale, offset, k)
+                out.append(_channel_residuals(model, rec, q, Z, q.shape[0]).ravel())
+        except RecordError:
+            raise
         except (ArmSpecError, IntegrationError, np.linalg.LinAlgError, ValueError):
             return None
         r = np.concatenate(out)
@@ -259,7 +339,7 @@ def correlation_time(r, records):
     taus, weights = [], []
     at = 0
     for rec in records:
-        n = len(rec.joint_names)
+        n = len(rec.channels)
         R = r[at:at + rec.samples * n].reshape(rec.samples, n)
         at += rec.samples * n
         for j in range(n):
@@ -294,7 +374,7 @@ def _statistics(J, cost, n_res, r=None, records=None):
     S = np.zeros((p, p))
     at = 0
     for rec in records:
-        n = len(rec.joint_names)
+        n = len(rec.channels)
         k = rec.samples
         Jr = J[at:at + k * n].reshape(k, n, p)
         rr = r[at:at + k * n].reshape(k, n)
@@ -411,6 +491,36 @@ def _levenberg_marquardt(prob, theta, r, J, pool, max_iter, say, history, t_star
                                               f'{drop_abs:.2g} (relative {drop:.1e}) and moved theta by {moved:.1e}')
     return theta, r, cost, it, False, (f'did not converge within {it - first_it + 1} iterations (the last step still '
                                        f'lowered the cost by {drop:.1e}): the best estimate so far is reported')
+
+
+def identifiability(spec, records, fit, threads=None) -> dict:
+    """What the signals of `records` would determine of the parameters `fit` of the arm `spec`, were it the truth:
+    {name: (standard error, why not identifiable or '')} from the sensitivities and residuals at spec (no fit; the
+    statistics `identify` reports at its estimate). For designing an experiment or choosing sensors: e.g. the same
+    records with and without their strain gauges (ClosedLoopRecord.without_strain)."""
+    records = list(records)
+    if not records:
+        raise RecordError('no recording given')
+    pset = fit if isinstance(fit, ParameterSet) else ParameterSet(spec, fit)
+    for rec in records:
+        _check_joints(spec, rec)
+    free = list(range(len(pset.params)))
+    prob = _Problem(pset, records, free)
+    theta = pset.theta0()
+    r = prob.residual(theta)
+    if r is None:
+        raise FitError(f'the arm cannot replay the recording ({", ".join(rec.source for rec in records)})')
+    with ThreadPoolExecutor(max_workers=threads or max(1, min(os.cpu_count() or 1, len(free))),
+                            thread_name_prefix='identify') as pool:
+        J = prob.jacobian(theta, r, pool)
+    why = _undetermined(pset, free, J, float(r @ r), r.size, r, records)
+    cov, _, _ = _statistics(J, float(r @ r), r.size, r, records)
+    values = pset.values(theta)
+    out = {}
+    for i, p in enumerate(pset.params):
+        se = math.sqrt(max(cov[i, i], 0.0))
+        out[pset.names[i]] = (values[i] * se if p.log else p.typical * se, why.get(i, ''))
+    return out
 
 
 def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, start=None) -> Identification:
@@ -541,7 +651,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
     spec_hat = pset.spec_of(theta_full)
     scale, offset = pset.drive(theta_full)
     model = load_model(spec_hat)
-    fits = [nrmse(simulate_record(model, rec, scale, offset)[0], rec.position) for rec in records]
+    fits = [_channel_nrmse(model, rec, *simulate_record(model, rec, scale, offset)) for rec in records]
     misfit = ''
     if cost / r.size > MISFIT:
         unfitted = [f'{js.name}.{k}' for js in spec.joints for k in ('viscous', 'coulomb')

@@ -139,6 +139,7 @@ class PlantRuntime:
         self._snap_cv = threading.Condition()
         self.warn_throttle = Throttle(2.0)
         self.sensors = None
+        self._sensor_sample = None          # the last sample of every sensor (lock-step instants, idling)
         cfg = check_sensors(values, model)
         if cfg.any:
             self.sensors = SimulatedSensors(model, cfg, self.rate, values['publish_rates.joint_states'],
@@ -294,6 +295,7 @@ class PlantRuntime:
             self._trail_ns = None
             if self.sensors is not None:
                 self.sensors.reset()
+                self._sensor_sample = None
             self.sched.start()
         self.inbox.reset()
         self._wake_loop()
@@ -626,8 +628,11 @@ class PlantRuntime:
         with self._lock:
             z, zd, tau, k = c.z.copy(), c.zd.copy(), c.tau.copy(), c.step_index
         if self.sensors is not None:
-            self.sink.sensors(self.sensors.sample_all(z, zd, tau, k, t_ns))
-        if not self._measured_joints:
+            last = self._sensor_sample
+            if last is None or last.t_ns != t_ns or last.step != k:
+                last = self._sensor_sample = self.sensors.sample_all(z, zd, tau, k, t_ns)
+            self.sink.sensors(last)     # the instant's sample again, not a new draw of its noise (one sample, one
+        if not self._measured_joints:   # message: a recording keeps one per stamp)
             self.sink.joint_state(z, zd, tau, t_ns)
         if self.mode != 'realtime':
             self.sink.clock(t_ns)
@@ -694,7 +699,10 @@ class PlantRuntime:
                 z, zd, tau_prev = self.core.z.copy(), self.core.zd.copy(), self.core.tau.copy()
             sample = None
             if self.sensors is not None:              # the sensors' sample of this control instant, before its state
-                sample = self.sensors.sample(self.total_steps, z, zd, tau_prev, k, t_ns, instant=True)
+                sample = self._sensor_sample
+                if sample is None or sample.t_ns != t_ns or sample.step != k:     # (not sampled while idling)
+                    sample = self._sensor_sample = self.sensors.sample(self.total_steps, z, zd, tau_prev, k, t_ns,
+                                                                       instant=True)
                 self.sink.sensors(sample)
             self.sink.state(z, zd, tau_prev, k, t_ns)
             inbox.expect(k + 1, t_ns)
