@@ -114,6 +114,7 @@ def warm_kernels(model):
     simulate(model, 2e-3, 1e-3, torque=np.zeros((2, model.n_joints)), record_energy=False)
     zeros = np.zeros((2, model.n_joints))
     replay(model, 1e-3, zeros, zeros, zeros, 0.0, 0.0)            # identification (flexarm identify)
+    replay(model, 1e-3, zeros, zeros, zeros, 0.0, 0.0, applied_at=np.arange(len(zeros)) * 1e-3)   # (real-time loops)
 
 
 def _compile_counts():

@@ -90,3 +90,67 @@ def test_replay_bad_input_names_the_field(change, field):
     args.update(change)
     with pytest.raises(ValueError, match=field):
         replay(model, DT, **args)
+
+
+M = 8                                   # fine steps per control period in the real-time reference below
+
+
+def _realtime_loop(model, T, lat):
+    """A real-time loop, written here with simulate at dt/M: reading m at t_m = m dt, its command
+    u_m = f(t_m) - kp q_m - kd qd_m written lat[m] later (a multiple of dt/M; from then until a newer command is
+    written); zero torque before the first. Returns (fine result, commands u (K, n))."""
+    K = int(round(T / DT)) + 1
+    h = DT / M
+    due = {}                                    # fine step -> command index written then
+    for m in range(K):
+        due.setdefault(m * M + int(round(lat[m] / h)), []).append(m)
+    u = np.zeros((K, model.n_joints))
+    state = {'cur': -1, 'j': 0}
+
+    def law(t, z, zd):
+        j = state['j']
+        state['j'] += 1
+        if j % M == 0 and j // M < K:
+            m = j // M
+            u[m] = _feedforward(m * DT) - KP * z[model.q_index] - KD * zd[model.q_index]
+        for m in due.get(j, ()):
+            state['cur'] = max(state['cur'], m)       # an older command written late is superseded
+        c = state['cur']
+        return np.zeros(model.n_joints) if c < 0 else u[c]
+
+    return simulate(model, T, h, torque=law, record_energy=False, substeps=1), u
+
+
+def test_replay_with_the_instants_a_real_time_loop_wrote_its_commands():
+    """Commands acting a varying part of a period after their readings, some a period late, one overtaken by the
+    next: the replay on another arm is that arm's real-time loop (simulated at the fine step here)."""
+    a, b = _arm(), _arm(ei=0.8, payload=0.13, zeta=0.03)
+    T = 2.0
+    K = int(round(T / DT)) + 1
+    rng = np.random.default_rng(4)
+    lat = DT / M * rng.integers(1, M, K)             # 1..7 eighths of a period after the reading ...
+    lat[rng.choice(K, 40, replace=False)] += DT      # ... or a period later
+    lat[100], lat[101] = 2 * DT, 0.25 * DT           # command 100 arrives after command 101: never acts
+    rec, u = _realtime_loop(a, T, lat)
+    direct, _ = _realtime_loop(b, T, lat)
+    q_a, qd_a = rec.q[::M], rec.qd[::M]
+    applied = np.arange(K) * DT + lat
+    # M sub-steps per period: a piece of p eighths of a period takes p sub-steps of dt / M, the reference's steps
+    Z, ZD, TAU = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=applied, substeps=M)
+    assert np.max(np.abs(rec.q - direct.q)) > 1e-3
+    assert np.max(np.abs(Z - direct.z[::M])) < 1e-11, np.max(np.abs(Z - direct.z[::M]))
+    assert np.max(np.abs(TAU - direct.tau[::M])) < 1e-10
+    # the timing matters: the same commands as if written at their readings is another run
+    Z0, _, _ = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=np.arange(K) * DT, substeps=M)
+    assert np.max(np.abs(Z0 - direct.z[::M])) > 100 * np.max(np.abs(Z - direct.z[::M]))
+
+
+def test_applied_at_bad_input_is_refused():
+    model = _arm()
+    z = np.zeros((5, 2))
+    with pytest.raises(ValueError, match=r'applied_at\[2\] = 0.001 s: before its own reading'):
+        replay(model, DT, z, z, z, KP, KD, applied_at=[0, DT, 1e-3, 3 * DT, np.nan])
+    with pytest.raises(ValueError, match=r'applied_at: expected \(5,\)'):
+        replay(model, DT, z, z, z, KP, KD, applied_at=[0.0])
+    with pytest.raises(ValueError, match='delay: 0 with applied_at'):
+        replay(model, DT, z, z, z, KP, KD, delay=1, applied_at=np.arange(5) * DT)

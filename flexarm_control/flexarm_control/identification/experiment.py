@@ -34,6 +34,7 @@ LIMIT_USE = 0.6               # fraction of a joint's velocity and effort limits
 VALIDITY_USE = 0.5            # fraction of the model's validity limit the links may bend to
 DEFAULT_N_FREQ = 24
 DEFAULT_RAMP_S = 1.0
+LATENCY_STEPS = 8             # run_offline with a latency: the arm integrated at dt / LATENCY_STEPS
 
 
 class ExcitationError(ValueError):
@@ -145,10 +146,14 @@ def holding_gains(model, dt):
 
 
 def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_resolution=0.0, effort_noise=0.0,
-                 seed=0, law_reads='readings'):
+                 seed=0, law_reads='readings', latency=None, fine=None):
     """Simulate the experiment: `model` the arm, pd_servo designed on `law_model` acting on the readings (quantized
     angles, the drives' velocity) or, law_reads='state', on the exact joint state (a simulated plant's FlexState).
-    Returns (simulation result, readings q, qd, commanded torque, the law's q, qd)."""
+    latency (K,) s: a real-time loop's timing, the command of reading k written latency[k] after it (rounded to
+    dt / fine; the arm integrated at that step, a newer command written first superseding it, zero torque before
+    the first); None: each command acts over its own period. Returns (simulation result at the readings, readings
+    q, qd, commanded torque, the law's q, qd)."""
+    fine = fine or LATENCY_STEPS
     law = PDServo(law_model, kp=kp, kv=kv, dt=dt)
     law.set_reference(exc)
     q_step = 2 * math.pi / counts_per_rev if counts_per_rev else 0.0
@@ -159,7 +164,7 @@ def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_r
     rng = np.random.default_rng(seed)
     state = {'k': 0}
 
-    def torque(t, z, zd):
+    def command(t, z, zd):
         k = state['k']
         q, qd = z[qi].copy(), zd[qi].copy()
         if q_step:
@@ -173,12 +178,47 @@ def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_r
         if k < K:
             Q[k], QD[k], U[k], LQ[k], LQD[k] = q, qd, u, zq[qi], zdq[qi]
         state['k'] = k + 1
+        return u
+
+    def noise(u):
         return u + (rng.normal(0.0, effort_noise, u.shape) if effort_noise else 0.0)
 
     z0 = np.zeros(model.n_coords)
     z0[qi] = exc.q0
-    res = simulate(model, exc.duration, dt, torque=torque, z0=z0, record_energy=False)
-    return res, Q, QD, U, LQ, LQD
+    if latency is None:
+        res = simulate(model, exc.duration, dt, torque=lambda t, z, zd: noise(command(t, z, zd)), z0=z0,
+                       record_energy=False)
+        return res, Q, QD, U, LQ, LQD
+    lat = np.asarray(latency, dtype=float)
+    if lat.shape != (K,) or not np.all(np.isfinite(lat) & (lat >= 0)):
+        raise ValueError(f'latency: expected ({K},) finite values >= 0 s, one per reading')
+    due = {}
+    for m in range(K):
+        due.setdefault(m * fine + int(round(lat[m] * fine / dt)), []).append(m)
+    live = {'j': 0, 'cur': -1, 'tau': np.zeros(model.n_joints)}
+
+    def fine_torque(t, z, zd):
+        j = live['j']
+        live['j'] = j + 1
+        if j % fine == 0 and j // fine < K:
+            command(t, z, zd)
+        for m in due.get(j, ()):
+            if m > live['cur']:                       # an older command written late is superseded
+                live['cur'] = m
+                live['tau'] = noise(U[m])
+        return live['tau'] if live['cur'] >= 0 else np.zeros(model.n_joints)
+
+    res = simulate(model, exc.duration, dt / fine, torque=fine_torque, z0=z0, record_energy=False)
+    return _every(res, fine), Q, QD, U, LQ, LQD
+
+
+def _every(res, m):
+    """A simulation result sampled every m-th period."""
+    from dataclasses import replace
+    out = {f: getattr(res, f)[::m] for f in ('t', 'z', 'zd', 'tau', 'tip', 'energy')}
+    if res.tip_deflection is not None:
+        out['tip_deflection'] = res.tip_deflection[::m]
+    return replace(res, **out)
 
 
 def check_excitation(model, exc, kp, kv, dt):
@@ -260,20 +300,24 @@ def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, ba
 
 def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, velocity_resolution=0.0,
                 effort_noise=0.0, seed=0, law_reads='state', source='offline experiment', gauges=(),
-                strain_noise=None, strain_bandwidth=None, strain_bias=0.0):
+                strain_noise=None, strain_bandwidth=None, strain_bias=0.0, latency=None):
     """Run the experiment on a simulated arm in this process (the plant `model`, pd_servo designed on `law_model`,
     default the same): the readings quantized (encoder counts per turn, the drives' velocity resolution), torque
     noise (N m) added to what the arm gets; the law acts on the exact joint state (law_reads='state', as on the
     simulated plant) or on the readings ('readings', as on hardware). `gauges` ('<joint>@<x>[:<plane>]'): strain
     gauges read every period by the plant's sensor model (flexarm_sim.sensors: noise, bias, the amplifier's low-pass;
-    defaults its DEFAULTS). Returns the ClosedLoopRecord a recording of it gives (flexarm identify's reader)."""
+    defaults its DEFAULTS). latency (K,) s: each command written that long after its reading, as a hardware bridge
+    does (the record then carries the instants, `applied_at`). Returns the ClosedLoopRecord a recording of it gives
+    (flexarm identify's reader)."""
     from flexarm_sim.model.sensing import parse_gauge
     from flexarm_sim.sensors import DEFAULTS, SensorConfig, SimulatedSensors
 
     if law_reads not in ('state', 'readings'):
         raise ValueError(f"law_reads: 'state' or 'readings', got {law_reads!r}")
     res, Q, QD, U, LQ, LQD = _closed_loop(model, law_model or model, exc, kp, kv, dt, counts_per_rev,
-                                          velocity_resolution, effort_noise, seed, law_reads)
+                                          velocity_resolution, effort_noise, seed, law_reads, latency)
+    applied = None if latency is None else \
+        (np.arange(U.shape[0]) + np.round(np.asarray(latency) * LATENCY_STEPS / dt) / LATENCY_STEPS) * dt
     noise = (2 * math.pi / counts_per_rev) / math.sqrt(12) if counts_per_rev else 1e-6
     strain, texts, s_noise, alpha = None, (), None, 1.0
     if gauges:
@@ -290,7 +334,7 @@ def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, vel
         alpha = sensors.alpha_strain
     return ClosedLoopRecord(dt, tuple(j.name for j in model.spec.joints), U, Q, QD, kp, kv, noise, source=source,
                             law_position=LQ, law_velocity=LQD, strain=strain, gauges=texts, strain_noise=s_noise,
-                            strain_alpha=alpha)
+                            strain_alpha=alpha, applied_at=applied)
 
 
 def gauge_text(model, g) -> str:

@@ -84,6 +84,8 @@ class ClosedLoopRecord:
     gauges: tuple = ()                    # their descriptions, '<joint>@<x>:<plane>:c=<m>' (sensing.parse_gauge)
     strain_noise: np.ndarray = None       # (g,) the readings' noise standard deviation (after the amplifier's filter)
     strain_alpha: float = 1.0             # the amplifier's first-order low-pass at dt (sensors.lowpass_alpha; 1: none)
+    applied_at: np.ndarray = None         # (K,) s after t0: when the command of each reading took effect (a real-time
+                                          # loop's timing, model.replay; NaN: never); torque[k] is then reading k's
 
     def __post_init__(self):
         self.torque = np.ascontiguousarray(self.torque, dtype=float)
@@ -116,6 +118,16 @@ class ClosedLoopRecord:
             raise RecordError(f'{self.source}: delay must be a whole number of periods >= 0, got {self.delay!r}')
         if np.any(self.position_noise <= 0):
             raise RecordError(f'{self.source}: position_noise must be > 0 (the encoder step / sqrt(12))')
+        if self.applied_at is not None:
+            from flexarm_sim.model.simulate import command_events
+            if self.delay:
+                raise RecordError(f'{self.source}: delay must be 0 with applied_at (the instants say when each '
+                                  'command acted)')
+            self.applied_at = np.ascontiguousarray(self.applied_at, dtype=float)
+            try:
+                command_events(self.applied_at, self.torque.shape[0], self.dt)
+            except ValueError as e:
+                raise RecordError(f'{self.source}: {e}') from None
         self.gauges = tuple(self.gauges)
         if self.strain is None:
             if self.gauges:
@@ -158,7 +170,7 @@ class ClosedLoopRecord:
         """The same record with the joint readings only (what encoders alone determine)."""
         return ClosedLoopRecord(self.dt, self.joint_names, self.torque, self.position, self.velocity, self.kp, self.kd,
                                 self.position_noise, self.source, self.t0, self.delay, self.law_position,
-                                self.law_velocity)
+                                self.law_velocity, applied_at=self.applied_at)
 
 
 def nrmse(pred, meas):
@@ -184,7 +196,8 @@ def simulate_record(model, rec, scale=None, offset=None, samples=None):
     z0, zd0 = _initial_state(model, rec, offset)
     k = rec.samples if samples is None else max(2, min(int(samples), rec.samples))
     Z, _, _ = replay(model, rec.dt, rec.torque[:k], rec.law_position[:k], rec.law_velocity[:k], rec.kp, rec.kd,
-                     min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset)
+                     min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset,
+                     applied_at=None if rec.applied_at is None else rec.applied_at[:k])
     return Z[:, model.q_index] + offset, Z
 
 

@@ -25,6 +25,7 @@ the linear model is 1.1 mm off (0.1 % of the reach), the nonlinear one 0.04 mm.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -226,7 +227,85 @@ def _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, dela
     return -1
 
 
+@kernels.kernel(**kernels.KERNEL_LONG)
+def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, ev_t, ev_c, dt, n_free,
+                       n_contact, stops, midpoint, tau, Z, ZD, TAU):
+    """A recorded closed loop whose commands took effect at recorded instants (`replay` with applied_at): from
+    ev_t[e] (s after sample 0) command c = ev_c[e] acts, scale (taus[c] + kp (q_meas[c] - offset - q[c])
+    + kd (qd_meas[c] - qd[c])), q[c] the model's joints at sample c (c <= the current sample); zero torque before
+    the first. A period is integrated piecewise between the instants, each piece with the sub-steps of its share of
+    the period. Returns the failing period, or -1."""
+    K = Z.shape[0] - 1
+    n = taus.shape[1]
+    qi = d.q_index
+    E = ev_t.shape[0]
+    eps = 1e-9 * dt
+    e = 0
+    cur = -1
+    for k in range(K + 1):
+        for i in range(z.shape[0]):
+            Z[k, i] = z[i]
+            ZD[k, i] = zd[i]
+        t = k * dt
+        t_end = t + dt
+        while e < E and ev_t[e] <= t + eps:
+            cur = ev_c[e]
+            e += 1
+        _event_torque(qi, taus, q_meas, qd_meas, offset, scale, kp, kd, cur, n, Z, ZD, tau)
+        for j in range(n):
+            TAU[k, j] = tau[j]
+        if k == K:
+            break
+        while True:
+            t_next = t_end
+            if e < E and ev_t[e] < t_end - eps:
+                t_next = ev_t[e]
+            h = t_next - t
+            if h > eps:
+                m_free = max(1, int(math.ceil(n_free * h / dt - 1e-9)))
+                m_contact = max(1, int(math.ceil(n_contact * h / dt - 1e-9)))
+                if not (_advance(d, ws, z, zd, tau, h, m_free, m_contact, stops, midpoint) and _finite(z, zd)):
+                    return k
+            t = t_next
+            if t_next >= t_end - eps:
+                break
+            cur = ev_c[e]
+            e += 1
+            _event_torque(qi, taus, q_meas, qd_meas, offset, scale, kp, kd, cur, n, Z, ZD, tau)
+    return -1
+
+
+@kernels.kernel(**kernels.INTERNAL)
+def _event_torque(qi, taus, q_meas, qd_meas, offset, scale, kp, kd, c, n, Z, ZD, tau):
+    for j in range(n):
+        if c < 0:
+            tau[j] = 0.0
+        else:
+            col = qi[j]
+            tau[j] = scale[j] * (taus[c, j] + kp[j] * (q_meas[c, j] - offset[j] - Z[c, col])
+                                 + kd[j] * (qd_meas[c, j] - ZD[c, col]))
+
+
 # ---------------------------------------------------------------------------------------------- the API
+
+
+def command_events(applied_at, K: int, dt: float):
+    """(instants (E,), command indices (E,)) of the commands that took effect, in time order: command m from
+    applied_at[m] (s after sample 0; NaN: never), a command that takes effect after a newer one dropped (the newer
+    was written first: the older never acts). ValueError naming a command applied before its own reading."""
+    a = np.asarray(applied_at, dtype=float)
+    if a.shape != (K,):
+        raise ValueError(f'applied_at: expected ({K},) instants, one per command, got shape {a.shape}')
+    m = np.flatnonzero(~np.isnan(a))
+    if np.any(~np.isfinite(a[m])):
+        raise ValueError('applied_at: infinite instants')
+    early = m[a[m] < m * dt - 1e-9 * dt]
+    if early.size:
+        i = int(early[0])
+        raise ValueError(f'applied_at[{i}] = {a[i]:.6g} s: before its own reading at {i * dt:.6g} s')
+    order = m[np.lexsort((m, a[m]))]
+    keep = order[np.maximum.accumulate(order) == order] if order.size else order
+    return np.ascontiguousarray(a[keep]), np.ascontiguousarray(keep.astype(np.int64))
 
 
 def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substeps=None,
@@ -292,7 +371,7 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
 
 
 def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0=None, zd0=None, scale=None,
-           offset=None, substeps=None, method: str = 'rk4'):
+           offset=None, substeps=None, method: str = 'rk4', applied_at=None):
     """Replay a recorded closed loop on the model (output-error identification, flexarm_control.identification).
 
     The recording holds the torque u_k = f_k - kp q_m - kd qd_m (m = k - delay) a joint feedback law applied over
@@ -304,7 +383,13 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
     error. An arm without joint stiffness integrates any torque error twice and a weakly damped model resonates under
     the recorded torque: only the closed loop keeps a wrong model's replay near the recording (the law's gains
     are those of the experiment, `flexarm excite`). Returns (z, zd, tau), arrays (K, N), (K, N), (K, n): the state at
-    each sample and the torque applied from it. IntegrationError if a step fails."""
+    each sample and the torque applied from it. IntegrationError if a step fails.
+
+    applied_at (K,), s after sample 0: a real-time loop's timing (a hardware bridge writes each command when it
+    arrives, a varying fraction of a period after its readings, or a period later): torque[m] is then the command
+    computed from reading m (delay must be 0), acting from applied_at[m] (>= m dt; NaN: never written) until the
+    next command takes effect; a command written after a newer one is superseded and never acts; zero torque before
+    the first. The periods are integrated piecewise between these instants."""
     if method not in ('rk4', 'midpoint'):
         raise ValueError(f"method must be 'rk4' or 'midpoint', got {method!r}")
     n, N = model.n_joints, model.n_coords
@@ -341,8 +426,17 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
     delay = int(delay)
     if not 0 <= delay < K:
         raise ValueError(f'delay: expected 0 <= delay < {K} samples, got {delay}')
-    failed = _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'], vec['kd'],
-                         delay, float(dt), n_free, n_contact, has_stops(model), method == 'midpoint', np.zeros(n), Z, ZD, TAU)
+    if applied_at is not None:
+        if delay:
+            raise ValueError('delay: 0 with applied_at (the instants say when each command acted)')
+        ev_t, ev_c = command_events(applied_at, K, dt)
+        failed = _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'],
+                                    vec['kd'], ev_t, ev_c, float(dt), n_free, n_contact, has_stops(model),
+                                    method == 'midpoint', np.zeros(n), Z, ZD, TAU)
+    else:
+        failed = _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'], vec['kd'],
+                             delay, float(dt), n_free, n_contact, has_stops(model), method == 'midpoint', np.zeros(n),
+                             Z, ZD, TAU)
     if failed >= 0:
         raise IntegrationError(f'{method} step failed at t={failed * dt:.6f} s of the replay (mass matrix, '
                                f'convergence or non-finite state)')
