@@ -130,11 +130,14 @@ class Client:
         self.node = rclpy.create_node('bridge_test_client', context=self.ctx)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
-        self.js, self.diags = [], []
+        from flexarm_msgs.msg import AppliedEffort, JointEffortCommand
+        self.js, self.diags, self.applied, self.commands = [], [], [], []
         self.on_js = None
         rel = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(JointState, '/joint_states', self._js, rel)
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diag, rel)
+        self.node.create_subscription(AppliedEffort, '/flexarm/applied_effort', self.applied.append, rel)
+        self.node.create_subscription(JointEffortCommand, '/flexarm/effort_command', self.commands.append, rel)
 
     def _diag(self, msg):
         # the bridge's arrays only: a controller node in the same test publishes on /diagnostics too
@@ -546,6 +549,21 @@ def test_hardware_in_the_loop_with_the_controller_node(spawn, tmp_path, ros_env)
             assert emu.joint_angles()[0] == pytest.approx(target, abs=0.05)
             d = c.diag()
             assert d['state'] == 'enabled' and d['watchdog'] == 'ok', {k: d.get(k) for k in WHY_DISABLED}
+            # every write is reported: when, what the servo was told, the readings its command answered (the
+            # controller's stamped copy, which the bridge applies; the unstamped one is superseded, counted)
+            assert int(d['unstamped_superseded']) > 20
+            commands = {stamp(m): m.effort[0] for m in c.commands}
+            readings = {stamp(m) for m in c.js}
+            answered = [m for m in c.applied if stamp(m) > stamp(c.applied[0]) + 1.0 and
+                        m.command_stamp.sec]
+            assert len(answered) > 100
+            for m in answered:
+                t_cmd = m.command_stamp.sec + 1e-9 * m.command_stamp.nanosec
+                assert t_cmd in readings and t_cmd < stamp(m) < t_cmd + 1.0           # after its readings
+                if t_cmd in commands:
+                    assert m.effort[0] == pytest.approx(commands[t_cmd], abs=LSB * KT)   # the current's resolution
+            writes = [stamp(m) for m in c.applied]
+            assert all(b >= a for a, b in zip(writes, writes[1:]))
         finally:
             c.close()
             if ctrl is not None:

@@ -15,6 +15,11 @@ law's gains, the excitation and the arm's id: `flexarm identify` replays that la
 
 --plant-arm simulates another arm (same joints and modes) under the experiment designed on --arm: hidden
 parameters, for trying identification where the truth is known.
+
+--hardware runs it on the servos of a running hardware bridge (`ros2 launch flexarm_bringup hardware.launch.py
+controller:=none`, servos enabled): no plant is started, pd_servo runs in real time at --control-rate (the bridge's
+loop_rate) and the recording holds the bridge's /flexarm/applied_effort (when each command reached the servos), so
+`flexarm identify` replays the loop with its real timing.
 """
 from __future__ import annotations
 
@@ -40,6 +45,13 @@ def _floats(text, what):
     return vals
 
 
+def _rate(text, what):
+    v = _floats(text, what)
+    if len(v) != 1 or not v[0] > 0:
+        raise argparse.ArgumentTypeError(f'{what}: expected one rate > 0 Hz, got {text!r}')
+    return v[0]
+
+
 def add_parser(sub):
     from flexarm_sim.sensors import PRESETS
     p = sub.add_parser('excite', help='design a safe identification experiment and run it, recording an MCAP')
@@ -56,10 +68,13 @@ def add_parser(sub):
     p.add_argument('--kv', type=lambda s: _floats(s, '--kv'), default=None, help='pd_servo kv per joint (N m s/rad)')
     p.add_argument('--sensors', default='encoders', choices=PRESETS, help='what the plant measures and publishes')
     p.add_argument('--time-mode', default='lockstep', choices=('lockstep', 'simtime', 'realtime'))
-    p.add_argument('--rate', type=float, default=1000.0, help='plant loop rate, Hz')
-    p.add_argument('--control-rate', type=float, default=500.0, help='control rate, Hz (the recording\'s samples)')
+    p.add_argument('--rate', type=lambda s: _rate(s, '--rate'), default=1000.0, help='plant loop rate, Hz')
+    p.add_argument('--control-rate', type=lambda s: _rate(s, '--control-rate'), default=500.0,
+                   help='control rate, Hz (the recording\'s samples)')
     p.add_argument('--plant-arm', metavar='ARM', default='',
                    help='simulate this arm (same joints and modes) under the experiment designed on --arm')
+    p.add_argument('--hardware', action='store_true',
+                   help='on a running hardware bridge\'s servos (enabled), not the simulated plant; real time')
     p.add_argument('--namespace', default='/')
     p.add_argument('--json', action='store_true', help='print the design and the run\'s summary as JSON')
     p.add_argument('--quiet', action='store_true', help='no progress lines')
@@ -97,13 +112,21 @@ def excite(args):
         n = model.n_joints
         dt = 1.0 / args.control_rate
         amp = _vector(args.amplitude, n, '--amplitude')
+        # the gains the node will run: outside lock-step it designs for one period of input delay (k_v capped)
+        delay = None if (args.time_mode == 'lockstep' and not args.hardware) else dt
         exc, kp, kv, figures = design_excitation(
             model, duration=args.duration, dt=dt, amplitude=None if amp is None else np.radians(amp),
             band=None if args.band is None else tuple(args.band), n_freq=args.n_freq, seed=args.seed,
-            kp=_vector(args.kp, n, '--kp'), kv=_vector(args.kv, n, '--kv'))
+            kp=_vector(args.kp, n, '--kp'), kv=_vector(args.kv, n, '--kv'), input_delay=delay)
     except (ConfigError, ExcitationError, ValueError) as e:
         print(f'flexarm excite: {e}', file=sys.stderr)
         return 2
+    if args.hardware:
+        if args.plant_arm:
+            print('flexarm excite: --plant-arm simulates an arm; --hardware runs on the servos', file=sys.stderr)
+            return 2
+        args.time_mode = 'realtime'
+        args.sensors = 'encoders'
     design = {'arm': model.spec.name, 'arm_id': arm_id(path, model.spec.name), 'law': 'pd_servo',
               'kp': [float(x) for x in kp], 'kv': [float(x) for x in kv], 'control_rate_hz': args.control_rate,
               'sensors': args.sensors, 'strain_bandwidth_hz': DEFAULTS['strain.bandwidth'],
@@ -136,7 +159,7 @@ def excite(args):
         namespace=args.namespace, plant_extra=plant_extra,
         controller_extra={'kp': design['kp'], 'kv': design['kv'], 'feedforward': True},
         metadata={'flexarm_experiment': {'design': json.dumps(design)}},
-        trajectory=lambda q0: _about(exc, q0))
+        trajectory=lambda q0: _about(exc, q0), hardware=args.hardware)
     if args.json:
         print(json.dumps({'design': design}))
     # the run's summary is a move's (a tip path against a reference): of an experiment only what it did to the arm

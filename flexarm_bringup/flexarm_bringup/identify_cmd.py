@@ -37,6 +37,8 @@ JOINT_STATES = '/joint_states'
 COMMANDS = '/flexarm/effort_command'
 LAW_STATE = '/flexarm/state'          # what the law acted on (a simulated plant's exact joints; the bridge's readings)
 STRAIN = '/flexarm/strain'
+APPLIED = '/flexarm/applied_effort'     # a hardware bridge's writes (when each command reached the servos)
+HARDWARE_GAP = 10                     # readings this many periods apart: the loop stalled (refused)
 
 
 def add_parser(sub):
@@ -51,7 +53,7 @@ def add_parser(sub):
     p.add_argument('-o', '--output', metavar='YAML', help='write the calibrated arm file here')
     p.add_argument('--plot', metavar='PNG', help='measured vs replayed joints and the residuals')
     p.add_argument('--json', action='store_true', help='print the result as one JSON object')
-    p.add_argument('--max-iter', type=int, default=40)
+    p.add_argument('--max-iter', type=_positive_int, default=40)
     p.add_argument('--counts-per-rev', type=int, default=None,
                    help='encoder counts per turn (the readings\' resolution; default the plant\'s sensor model)')
     p.add_argument('--kp', default=None, help='the law\'s kp per joint, for a recording without flexarm_experiment')
@@ -66,6 +68,17 @@ def add_parser(sub):
 
 class RecordingError(ValueError):
     pass
+
+
+def _positive_int(text):
+    import argparse
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f'expected a whole number >= 1, got {text!r}')
+    return v
 
 
 def _stamp_ns(header) -> int:
@@ -87,7 +100,7 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
     from sensor_msgs.msg import JointState
 
     from flexarm_control.identification import ClosedLoopRecord
-    from flexarm_msgs.msg import FlexState, JointEffortCommand, StrainGauges
+    from flexarm_msgs.msg import AppliedEffort, FlexState, JointEffortCommand, StrainGauges
     from flexarm_sim.sensors import DEFAULTS
 
     names = [j.name for j in spec.joints]
@@ -100,10 +113,14 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
         try:
             reader = make_reader(f)
             meta = _metadata(reader)
-            states, commands, law, gauges = {}, {}, {}, {}
-            topics = [JOINT_STATES, COMMANDS, LAW_STATE] + ([STRAIN] if strain else [])
+            states, commands, law, gauges, applied = {}, {}, {}, {}, []
+            topics = [JOINT_STATES, COMMANDS, LAW_STATE, APPLIED] + ([STRAIN] if strain else [])
             for _schema, channel, msg in reader.iter_messages(topics=topics):
-                if channel.topic == STRAIN:
+                if channel.topic == APPLIED:
+                    m = deserialize_message(msg.data, AppliedEffort)
+                    cs = int(m.command_stamp.sec) * 1_000_000_000 + int(m.command_stamp.nanosec)
+                    applied.append((_stamp_ns(m.header), cs, np.asarray(m.effort, dtype=float)))
+                elif channel.topic == STRAIN:
                     m = deserialize_message(msg.data, StrainGauges)
                     gauges[_stamp_ns(m.header)] = m
                 elif channel.topic == JOINT_STATES:
@@ -132,9 +149,19 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
         if design is None:
             raise RecordingError(f'{path}: no flexarm_experiment metadata (not made by `flexarm excite`): the law\'s '
                                  'gains are needed, give --kp and --kv')
-        kp = design['kp'] if kp is None else kp
-        kv = design['kv'] if kv is None else kv
-    kp, kv = (np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in (kp, kv))
+        kp = design.get('kp') if kp is None else kp
+        kv = design.get('kv') if kv is None else kv
+    out = []
+    for name, v in (('kp', kp), ('kv', kv)):
+        try:
+            a = np.asarray(v, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            a = np.array([np.nan])
+        if a.size not in (1, n) or not np.all(np.isfinite(a)):
+            raise RecordingError(f'{path}: the law\'s {name}: expected one value or one per joint ({n}), got '
+                                 f'{list(a)}' + ('' if design is None else ' (metadata flexarm_experiment.design)'))
+        out.append(np.broadcast_to(a, (n,)).copy())
+    kp, kv = out
     if not states:
         raise RecordingError(f'{path}: no {JOINT_STATES} messages (the joint readings are needed)')
     if not commands:
@@ -159,6 +186,8 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
                                  'the law\'s velocity feedback is replayed from it')
         Q[k] = [m.position[i] for i in order]
         QD[k] = [m.velocity[i] for i in order]
+    if applied or run.get('plant') == 'hardware_bridge':
+        return _hardware_record(path, stamps, Q, QD, commands, law, applied, names, kp, kv, counts_per_rev)
     rate = float(run.get('control_rate_hz') or (design or {}).get('control_rate_hz') or 0.0)
     steps = np.diff(stamps)
     period = int(np.median(steps)) if steps.size else 0
@@ -194,27 +223,10 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
         delay = int(next(iter(delays)))
     else:
         delay = 0
-    LQ, LQD = None, None
-    if law:
-        LQ, LQD = np.empty_like(Q), np.empty_like(QD)
-        for k, s in enumerate(stamps):
-            m = law.get(s)
-            if m is None:
-                raise RecordingError(f'{path}: {LAW_STATE}: no state at t = {s * 1e-9:.6f} s, where {JOINT_STATES} '
-                                     'has one')
-            try:
-                idx = [list(m.joint_names).index(j) for j in names]
-                LQ[k] = [m.position[i] for i in idx]
-                LQD[k] = [m.velocity[i] for i in idx]
-            except (ValueError, IndexError):
-                raise RecordingError(f'{path}: {LAW_STATE} at t = {s * 1e-9:.6f} s lacks a position or velocity of '
-                                     f'joints {", ".join(names)}') from None
-        if not (np.all(np.isfinite(LQ)) and np.all(np.isfinite(LQD))):
-            raise RecordingError(f'{path}: {LAW_STATE}: non-finite positions or velocities')
+    LQ, LQD = _law_input(path, law, stamps, names, Q)
     if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(QD)) and np.all(np.isfinite(U))):
         raise RecordingError(f'{path}: non-finite readings or commands')
-    counts = counts_per_rev or DEFAULTS['encoders.counts_per_rev']
-    noise = (2 * math.pi / counts) / math.sqrt(12)
+    noise = _encoder_noise(counts_per_rev)
     extra = {}
     if gauges:
         bw = strain_bandwidth
@@ -223,6 +235,92 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
         extra = _strain_channel(path, gauges, stamps, names, bw, period)
     return ClosedLoopRecord(period * 1e-9, tuple(names), U, Q, QD, kp, kv, noise, source=str(path),
                             t0=stamps[0] * 1e-9, delay=delay, law_position=LQ, law_velocity=LQD, **extra)
+
+
+def _encoder_noise(counts_per_rev):
+    from flexarm_sim.sensors import DEFAULTS
+    counts = counts_per_rev or DEFAULTS['encoders.counts_per_rev']
+    return (2 * math.pi / counts) / math.sqrt(12)
+
+
+def _law_input(path, law, stamps, names, Q):
+    """(q, qd) the law acted on at each reading (/flexarm/state), or (None, None) without that topic."""
+    if not law:
+        return None, None
+    LQ, LQD = np.empty_like(Q), np.empty_like(Q)
+    for k, s in enumerate(stamps):
+        m = law.get(s)
+        if m is None:
+            raise RecordingError(f'{path}: {LAW_STATE}: no state at t = {s * 1e-9:.6f} s, where {JOINT_STATES} '
+                                 'has one')
+        try:
+            idx = [list(m.joint_names).index(j) for j in names]
+            LQ[k] = [m.position[i] for i in idx]
+            LQD[k] = [m.velocity[i] for i in idx]
+        except (ValueError, IndexError):
+            raise RecordingError(f'{path}: {LAW_STATE} at t = {s * 1e-9:.6f} s lacks a position or velocity of '
+                                 f'joints {", ".join(names)}') from None
+    if not (np.all(np.isfinite(LQ)) and np.all(np.isfinite(LQD))):
+        raise RecordingError(f'{path}: {LAW_STATE}: non-finite positions or velocities')
+    return LQ, LQD
+
+
+def _hardware_record(path, stamps, Q, QD, commands, law, applied, names, kp, kv, counts_per_rev):
+    """A hardware bridge's recording: its readings when they were taken, each command from when the bridge wrote it
+    (/flexarm/applied_effort: the torque the servos were told, at their current resolution, and the readings it
+    answered), replayed with that timing (ClosedLoopRecord applied_at, sample_times)."""
+    from flexarm_control.identification import ClosedLoopRecord
+    n = len(names)
+    if not applied:
+        raise RecordingError(f'{path}: no {APPLIED} messages: a hardware recording needs the bridge\'s writes (when '
+                             'each command reached the servos); were the servos enabled?')
+    steps = np.diff(stamps)
+    if not steps.size:
+        raise RecordingError(f'{path}: {JOINT_STATES}: fewer than two samples')
+    period = int(np.median(steps))
+    if period <= 0 or np.any(steps > HARDWARE_GAP * period):
+        k = int(np.argmax(steps))
+        raise RecordingError(f'{path}: {JOINT_STATES} has a gap: {steps[k] * 1e-9:.6g} s between t = '
+                             f'{stamps[k] * 1e-9:.6f} and {stamps[k + 1] * 1e-9:.6f} s (the bridge\'s period '
+                             f'{period * 1e-9:.6g} s): the loop stalled or the bridge faulted')
+    t0 = stamps[0]
+    index = {s: k for k, s in enumerate(stamps)}
+    U = np.zeros((len(stamps), n))
+    at = np.full(len(stamps), np.nan)
+    writes = sorted(applied, key=lambda w: w[0])            # (write stamp, command stamp, efforts)
+    answered = [w for w in writes if w[1]]
+    if not answered:
+        raise RecordingError(f'{path}: {APPLIED}: no write of a stamped command (the controller\'s '
+                             f'{COMMANDS}; an older bridge applies only the unstamped copy)')
+    first, last = answered[0][0], answered[-1][0]
+    for t_w, cs, effort in writes:
+        if len(effort) != n or np.any(np.isnan(effort)):
+            raise RecordingError(f'{path}: {APPLIED}.effort at t = {t_w * 1e-9:.6f} s is {list(effort)}: every joint '
+                                 'must be torque-controlled (mode current) for the law to be replayed')
+        if not cs:
+            if first < t_w < last:
+                raise RecordingError(f'{path}: {APPLIED}: at t = {t_w * 1e-9:.6f} s the bridge wrote a torque of its '
+                                     'own (its soft position/velocity limits or its command watchdog): the law\'s '
+                                     'loop was broken there; excite with a smaller --amplitude')
+            continue
+        k = index.get(cs)
+        if k is None:
+            raise RecordingError(f'{path}: {APPLIED}.command_stamp {cs * 1e-9:.6f} s is no reading of '
+                                 f'{JOINT_STATES}')
+        if np.isnan(at[k]):
+            at[k] = (t_w - t0) * 1e-9
+            U[k] = effort
+    for k, s in enumerate(stamps):
+        if np.isnan(at[k]) and s in commands and first <= s <= last:
+            c = commands[s]
+            U[k] = c.effort if len(c.effort) == n else 0.0
+    LQ, LQD = _law_input(path, law, stamps, names, Q)
+    if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(QD)) and np.all(np.isfinite(U))):
+        raise RecordingError(f'{path}: non-finite readings or commands')
+    times = (np.asarray(stamps) - t0) * 1e-9
+    return ClosedLoopRecord(period * 1e-9, tuple(names), U, Q, QD, kp, kv, _encoder_noise(counts_per_rev),
+                            source=str(path), t0=t0 * 1e-9, law_position=LQ, law_velocity=LQD, applied_at=at,
+                            sample_times=times)
 
 
 def _strain_channel(path, gauges, stamps, joints, bandwidth, period_ns):

@@ -71,6 +71,7 @@ from .interrupt import Interrupted
 from .plots import plot_tip_run
 from .recorder import Recorder
 
+BRIDGE_STATUS = 'flexarm hardware_bridge'     # the hardware bridge's own status in /diagnostics (bridge/ros_node.py)
 RECORDED_TOPICS = (             # relative: recorded in the run's namespace (names.resolve)
     (names.STATE, 'flexarm_msgs/msg/FlexState'),
     (names.STATE_ESTIMATE, 'flexarm_msgs/msg/FlexState'),
@@ -84,6 +85,7 @@ RECORDED_TOPICS = (             # relative: recorded in the run's namespace (nam
     (names.POSITION_COMMANDS, 'std_msgs/msg/Float64MultiArray'),
     (names.STRAIN, 'flexarm_msgs/msg/StrainGauges'),
     (names.TIP_IMU, 'sensor_msgs/msg/Imu'),
+    (names.APPLIED_EFFORT, 'flexarm_msgs/msg/AppliedEffort'),
 )
 # the plant's timeline topics (relative): its diagnostics count what it published on each (plant/node.py,
 # published.<name>), a lock-step recording holds exactly that many
@@ -205,7 +207,7 @@ def _held(args) -> bool:
     """Does this run start the plant paused at step 0 and end it paused at lead + duration? Lock-step runs whose
     nodes the runner starts: the same run then publishes the same messages from the first step to the last (a
     recording holds them all, every time)."""
-    return args.time_mode == 'lockstep' and not getattr(args, 'attach', False)
+    return args.time_mode == 'lockstep' and not getattr(args, 'attach', False) and not getattr(args, 'hardware', False)
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -391,7 +393,7 @@ class RunnerNode:
                     self.estimator_diag = dict(vals, _message=st.message)
                 elif st.name.startswith('flexarm_control/'):
                     self.controller_diag = vals
-                elif 'plant' in st.name:
+                elif 'plant' in st.name or st.name == BRIDGE_STATUS:
                     self.plant_diag = dict(vals, _message=st.message)
                     self.plant_diags += 1
 
@@ -635,6 +637,8 @@ def _run(args, progress, tmpdir):
         plant_path = resolve_arm(args.plant_arm, 'plant_arm') if args.plant_arm else path
         plant_model = load_model(plant_path) if plant_path != path else model
         specs = node_specs(args, model)
+        if getattr(args, 'hardware', False):      # a running hardware bridge is the plant: start the rest
+            specs = [s for s in specs if s.package != 'flexarm_sim']
     except (ConfigError, ValueError) as e:
         return _fail(str(e))
     if plant_model is not model:
@@ -663,7 +667,10 @@ def _run(args, progress, tmpdir):
                                 metadata=dict({'flexarm_run': {'arm': model.spec.name, 'controller': args.controller,
                                                                'arm_id': arm_id(path, model.spec.name),
                                                                'time_mode': args.time_mode,
-                                                               'rate_hz': args.rate,
+                                                               'plant': ('hardware_bridge' if getattr(
+                                                                   args, 'hardware', False) else 'plant'),
+                                                               'rate_hz': 0.0 if getattr(args, 'hardware', False)
+                                                               else args.rate,
                                                                'control_rate_hz': args.control_rate}},
                                               **(getattr(args, 'metadata', None) or {})))
         started = ', '.join(s.name for s in specs)
@@ -827,6 +834,10 @@ def _not_ready(runner, args, procs):
     latest = runner.latest()
     if latest is None:
         return ['plant']
+    if getattr(args, 'hardware', False):          # the bridge's states come at once; the servos move when enabled
+        with runner.lock:
+            enabled = runner.plant_diag.get('state') == 'enabled'
+        return [] if enabled else ['the servos (enable them: the bridge\'s ~/enable with the arm_id)']
     if args.controller != 'none' and latest[1] == 0 and not (_held(args) and runner.commands_seen):
         return [args.controller]       # held (lock-step): it has answered the plant's first state
     return []
@@ -857,6 +868,7 @@ def _wait_ready(args, runner, procs, progress):
             logs = '\n'.join(f'--- {name} log:\n' + procs.tail(name) for name in waiting if procs.tail(name))
             return _fail(f'{", ".join(waiting)} not ready after {now - t0:.0f} s ('
                          + ('no state from the plant' if waiting == ['plant'] else
+                            'the hardware bridge\'s servos were not enabled' if getattr(args, 'hardware', False) else
                             f'the plant has received no command from {args.controller}')
                          + f'; nothing happened in the last {now - last_activity:.0f} s)\n' + logs)
         time.sleep(0.02)

@@ -129,7 +129,7 @@ def permissions(role: str, ns: str = '/', bringup: str = 'sim') -> dict:
         pub += t(names.STATE_ESTIMATE, names.DIAGNOSTICS)
         sub += t(names.JOINT_STATES, names.STATE, names.STRAIN, names.TIP_IMU) + commands
     elif role == 'bridge':
-        pub += t(names.JOINT_STATES, names.STATE, names.DIAGNOSTICS)
+        pub += t(names.JOINT_STATES, names.STATE, names.APPLIED_EFFORT, names.DIAGNOSTICS)
         sub += commands
         for s in names.BRIDGE_SERVICES:
             a, b = _serve(f'hardware_bridge/{s}', ns)
@@ -140,7 +140,7 @@ def permissions(role: str, ns: str = '/', bringup: str = 'sim') -> dict:
     else:                                             # operator: reads everything, commands nothing
         pub += t(names.REFERENCE)
         sub += t(names.JOINT_STATES, names.STATE, names.STATE_ESTIMATE, names.MARKERS, names.STRAIN, names.TIP_IMU,
-                 names.DIAGNOSTICS, names.URDF_JOINT_STATES, names.REFERENCE) + commands
+                 names.DIAGNOSTICS, names.URDF_JOINT_STATES, names.REFERENCE, names.APPLIED_EFFORT) + commands
         calls = [names.RESET, names.PAUSE] if bringup == 'sim' else [f'hardware_bridge/{s}'
                                                                      for s in names.BRIDGE_SERVICES]
         for r in BRINGUP_ROLES[bringup]:

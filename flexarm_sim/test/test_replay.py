@@ -95,30 +95,32 @@ def test_replay_bad_input_names_the_field(change, field):
 M = 8                                   # fine steps per control period in the real-time reference below
 
 
-def _realtime_loop(model, T, lat):
-    """A real-time loop, written here with simulate at dt/M: reading m at t_m = m dt, its command
-    u_m = f(t_m) - kp q_m - kd qd_m written lat[m] later (a multiple of dt/M; from then until a newer command is
-    written); zero torque before the first. Returns (fine result, commands u (K, n))."""
+def _realtime_loop(model, T, lat, jitter=None):
+    """A real-time loop, written here with simulate at dt/M: reading m at fine step r_m = m M + jitter[m] (default
+    0), its command u_m = f(t_m) - kp q_m - kd qd_m written lat[m] after it (a multiple of dt/M; from then until a
+    newer command is written); zero torque before the first. Returns (fine result, commands u (K, n), r)."""
     K = int(round(T / DT)) + 1
     h = DT / M
+    r = np.arange(K) * M + (np.zeros(K, int) if jitter is None else np.asarray(jitter))
     due = {}                                    # fine step -> command index written then
     for m in range(K):
-        due.setdefault(m * M + int(round(lat[m] / h)), []).append(m)
+        due.setdefault(r[m] + int(round(lat[m] / h)), []).append(m)
+    reading = {int(j): m for m, j in enumerate(r)}
     u = np.zeros((K, model.n_joints))
     state = {'cur': -1, 'j': 0}
 
     def law(t, z, zd):
         j = state['j']
         state['j'] += 1
-        if j % M == 0 and j // M < K:
-            m = j // M
+        if j in reading:
+            m = reading[j]
             u[m] = _feedforward(m * DT) - KP * z[model.q_index] - KD * zd[model.q_index]
         for m in due.get(j, ()):
             state['cur'] = max(state['cur'], m)       # an older command written late is superseded
         c = state['cur']
         return np.zeros(model.n_joints) if c < 0 else u[c]
 
-    return simulate(model, T, h, torque=law, record_energy=False, substeps=1), u
+    return simulate(model, T + DT, h, torque=law, record_energy=False, substeps=1), u, r
 
 
 def test_replay_with_the_instants_a_real_time_loop_wrote_its_commands():
@@ -131,18 +133,39 @@ def test_replay_with_the_instants_a_real_time_loop_wrote_its_commands():
     lat = DT / M * rng.integers(1, M, K)             # 1..7 eighths of a period after the reading ...
     lat[rng.choice(K, 40, replace=False)] += DT      # ... or a period later
     lat[100], lat[101] = 2 * DT, 0.25 * DT           # command 100 arrives after command 101: never acts
-    rec, u = _realtime_loop(a, T, lat)
-    direct, _ = _realtime_loop(b, T, lat)
-    q_a, qd_a = rec.q[::M], rec.qd[::M]
+    rec, u, r = _realtime_loop(a, T, lat)
+    direct, _, _ = _realtime_loop(b, T, lat)
+    q_a, qd_a = rec.q[r], rec.qd[r]
     applied = np.arange(K) * DT + lat
     # M sub-steps per period: a piece of p eighths of a period takes p sub-steps of dt / M, the reference's steps
     Z, ZD, TAU = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=applied, substeps=M)
     assert np.max(np.abs(rec.q - direct.q)) > 1e-3
-    assert np.max(np.abs(Z - direct.z[::M])) < 1e-11, np.max(np.abs(Z - direct.z[::M]))
-    assert np.max(np.abs(TAU - direct.tau[::M])) < 1e-10
+    assert np.max(np.abs(Z - direct.z[r])) < 1e-11, np.max(np.abs(Z - direct.z[r]))
+    assert np.max(np.abs(TAU - direct.tau[r])) < 1e-10
     # the timing matters: the same commands as if written at their readings is another run
     Z0, _, _ = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=np.arange(K) * DT, substeps=M)
-    assert np.max(np.abs(Z0 - direct.z[::M])) > 100 * np.max(np.abs(Z - direct.z[::M]))
+    assert np.max(np.abs(Z0[:, b.q_index] - direct.z[r][:, b.q_index])) > 1e-4    # rad: 1/4 of an encoder count
+    # the default sub-steps (pieces of any length) agree with the reference to far below an encoder count
+    Zd, _, _ = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=applied)
+    assert np.max(np.abs(Zd[:, b.q_index] - direct.z[r][:, b.q_index])) < 1e-5
+
+
+def test_replay_with_readings_taken_off_the_period():
+    """The readings themselves a little early or late (a bridge's cycle jitter: 0..2 eighths of a period): with
+    their instants (sample_times) the replay is still the other arm's loop."""
+    a, b = _arm(), _arm(ei=0.8, payload=0.13, zeta=0.03)
+    T = 1.0
+    K = int(round(T / DT)) + 1
+    rng = np.random.default_rng(5)
+    jitter = rng.integers(0, 3, K)
+    lat = DT / M * rng.integers(1, M, K)
+    rec, u, r = _realtime_loop(a, T, lat, jitter)
+    direct, _, _ = _realtime_loop(b, T, lat, jitter)
+    h = DT / M
+    Z, _, _ = replay(b, DT, u, rec.q[r], rec.qd[r], KP, KD, applied_at=r * h + lat, sample_times=r * h, substeps=M)
+    assert np.max(np.abs(Z - direct.z[r])) < 1e-11, np.max(np.abs(Z - direct.z[r]))
+    Zg, _, _ = replay(b, DT, u, rec.q[r], rec.qd[r], KP, KD, applied_at=np.arange(K) * DT + lat, substeps=M)
+    assert np.max(np.abs(Zg[:, b.q_index] - direct.z[r][:, b.q_index])) > 1e-4     # as if on the period: off
 
 
 def test_applied_at_bad_input_is_refused():
@@ -154,3 +177,19 @@ def test_applied_at_bad_input_is_refused():
         replay(model, DT, z, z, z, KP, KD, applied_at=[0.0])
     with pytest.raises(ValueError, match='delay: 0 with applied_at'):
         replay(model, DT, z, z, z, KP, KD, delay=1, applied_at=np.arange(5) * DT)
+    with pytest.raises(ValueError, match='sample_times: expected'):
+        replay(model, DT, z, z, z, KP, KD, applied_at=np.arange(5) * DT, sample_times=[0, 1, 1, 2, 3])
+    with pytest.raises(ValueError, match='sample_times: only with applied_at'):
+        replay(model, DT, z, z, z, KP, KD, sample_times=np.arange(5) * DT)
+    for dt in (-DT, 0.0, math.nan):
+        with pytest.raises(ValueError, match='dt must be > 0'):
+            replay(model, dt, z, z, z, KP, KD)
+    with pytest.raises(ValueError, match=r'z0: expected shape \(6,\)'):
+        replay(model, DT, z, z, z, KP, KD, z0=np.zeros(2))
+    # a command never written (NaN) acts as one superseded: the one before it stays
+    lat = np.arange(5) * DT + 0.5 * DT
+    never = lat.copy()
+    never[2] = np.nan
+    u = np.array([[0.1, 0.0], [0.2, 0.01], [5.0, 1.0], [0.3, 0.02], [0.1, 0.0]])
+    _, _, tau = replay(model, DT, u, z, z, 0.0, 0.0, applied_at=never)
+    assert np.allclose(tau[3], u[1]) and np.allclose(tau[4], u[3])

@@ -228,10 +228,14 @@ class BridgeCore:
         self._requests: 'queue.Queue[Request]' = queue.Queue()
         self._shut_down = False
         self._seq_seen = (0, 0)
+        self._effort_tag = 0
+        self._applied: deque = deque(maxlen=64)   # (time, efforts told, tag) of each effort write, for take_applied
 
     # ------------------------------------------------------------------ inputs (any thread)
-    def submit_effort(self, values, now: Optional[float] = None):
-        return self._submit(self.effort_gate, values, now)
+    def submit_effort(self, values, now: Optional[float] = None, tag: int = 0):
+        """Efforts in N m, one per joint; `tag` the stamp (ns) of the readings a stamped command answered, reported
+        with each write of it (:meth:`take_applied`)."""
+        return self._submit(self.effort_gate, values, now, tag)
 
     def submit_position(self, values, now: Optional[float] = None):
         """Set-points in rad, one per joint (current_position joints), optionally followed by one rate per joint
@@ -245,9 +249,9 @@ class BridgeCore:
             pass
         return self._submit(self.position_gate, values, now)
 
-    def _submit(self, gate, values, now):
+    def _submit(self, gate, values, now, tag=0):
         t = self.clock() if now is None else now
-        ok, reason = gate.submit(values, t)
+        ok, reason = gate.submit(values, t, tag)
         r = self.last_reading
         if ok and now is None and r is not None:
             age = time.monotonic() - r.stamp   # age of the newest reading when its answer arrives
@@ -300,6 +304,14 @@ class BridgeCore:
                                                    f'{kind}: no answer from the bridge loop within {timeout:g} s')
                 break
         return req
+
+    def take_applied(self):
+        """[(time, efforts N m (NaN for position-mode joints), tag)] of the effort writes since the last call: when
+        each command reached the servos, what they were told (their current resolution) and the tag it came with."""
+        out = []
+        while self._applied:
+            out.append(self._applied.popleft())
+        return out
 
     @property
     def commands_rejected(self):
@@ -419,8 +431,9 @@ class BridgeCore:
     # ------------------------------------------------------------------ command computation
     def command(self, reading: JointReading, now: float):
         """(efforts N m, positions rad) to write this cycle, after the watchdog and the soft limits."""
-        eff, t_e, seq_e = self.effort_gate.get()
+        eff, t_e, seq_e, tag = self.effort_gate.get_tagged()
         pos, t_p, seq_p = self.position_gate.get()
+        self._effort_tag = tag
         times = []
         if self.current_mask.any():
             times.append(t_e)
@@ -447,9 +460,11 @@ class BridgeCore:
             eff = np.clip(self.kp * (self.hold_q - reading.position) - self.kd * reading.velocity,
                           -self.effort_limit, self.effort_limit)
             pos = self.hold_q.copy()
+            self._effort_tag = 0
         elif self.watchdog == WD_WAITING:
             eff = np.zeros(self.n)
             pos = self.hold_q.copy()
+            self._effort_tag = 0
         pos = np.where(np.isfinite(pos), pos, reading.position)
         # soft limits, current joints
         q, qd = reading.position, reading.velocity
@@ -459,6 +474,7 @@ class BridgeCore:
         if block.any():
             self.limit_interventions += int(block.sum())
             eff = np.where(block, 0.0, eff)
+            self._effort_tag = 0          # not the command any more
         return eff, pos
 
     def _write(self, reading: JointReading, now: float) -> bool:
@@ -480,7 +496,12 @@ class BridgeCore:
         ok = True
         if self.current_mask.any():
             tau = np.where(self.current_mask, eff, self._position_bound)
+            t_write = self.clock()
             ok = self.bus.write_efforts(tau) and ok
+            if ok:
+                told = getattr(self.bus, 'last_efforts', None)
+                told = np.asarray(told(), dtype=float) if told is not None else np.asarray(tau, dtype=float)
+                self._applied.append((t_write, np.where(self.current_mask, told, np.nan), self._effort_tag))
         if self.position_mask.any():
             ok = self.bus.write_positions(pos) and ok
         self.last_command = np.where(self.current_mask, eff, pos)

@@ -3,8 +3,8 @@
 ``ModelPlant(model, joints)`` is a :data:`emulator.PlantFn`: for each emulated servo (order of the
 emulator's ids = order of ``joints``) it turns the servo's current into a joint torque
 ``tau = direction * i * torque_constant * gear_ratio`` (the same convention as servo_bus), integrates
-the arm (``flexarm_sim.model.step``, RK4, fixed step ``dt``; wall time not yet integrated is carried
-over) and reports servo-side position/velocity ``theta = direction * (q - zero_offset) * gear_ratio``.
+the arm (``flexarm_sim.model.step``, RK4, steps of ``dt`` up to the call's instant, the last one shorter: the state
+is the arm's at that instant, and goals a request changes act from it, as on a servo) and reports servo-side position/velocity ``theta = direction * (q - zero_offset) * gear_ratio``.
 
 Servo current by operating mode (like MotorInertiaPlant): current mode -> Goal Current clipped to the
 Current Limit; position modes -> ``kp (theta_goal - theta) - kd omega`` clipped (mode 5 also to
@@ -78,12 +78,21 @@ class ModelPlant:
     def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
         self.pending += min(max(dt, 0.0), self.max_dt)
         while self.pending >= self.dt:
-            self.i = self._current(goals, torque_enabled)
-            self.tau = self.dirs * self.i * self.kt * self.gear
-            self._step(self.model, self.state, self.tau, self.dt, self.substeps, self.method)
-            self.pending -= self.dt
-            self.time += self.dt
-            self.steps += 1
+            self._advance(self.dt, goals, torque_enabled)
+        # the rest, a shorter step: the state is the arm's at this instant and the goals a request changes act from
+        # it, as on a real servo (carried over to the next call, a goal's effect and a reading were up to dt late)
+        if self.pending > 1e-3 * self.dt:
+            self._advance(self.pending, goals, torque_enabled)
+        self.pending = 0.0
         if not self.steps:
             self.i = self._current(goals, torque_enabled)
         return self.servo_position(), self.servo_velocity(), self.i.copy()
+
+    def _advance(self, h, goals, torque_enabled):
+        self.i = self._current(goals, torque_enabled)
+        self.tau = self.dirs * self.i * self.kt * self.gear
+        self._step(self.model, self.state, self.tau, h, max(1, math.ceil(self.substeps * h / self.dt - 1e-9)),
+                   self.method)
+        self.pending -= h
+        self.time += h
+        self.steps += 1

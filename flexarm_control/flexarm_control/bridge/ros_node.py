@@ -19,7 +19,9 @@ Topics (QoS: KEEP_LAST, RELIABLE, VOLATILE)
 |---|---|---|
 | /joint_states | sensor_msgs/JointState | position rad, velocity rad/s, effort N m (measured current x k_t x gear), joint side; stamped with the time the reply was read (monotonic -> ROS time with one offset taken at start) |
 | /diagnostics | diagnostic_msgs/DiagnosticArray | one bridge status + one per servo, every ``diagnostics_period`` |
-| /effort_controller/commands | std_msgs/Float64MultiArray | N m, joint_names order (current joints; entries of current_position joints ignored) |
+| /effort_controller/commands | std_msgs/Float64MultiArray | N m, joint_names order (current joints; entries of current_position joints ignored); not applied while stamped commands come (counted: unstamped_superseded) |
+| /flexarm/effort_command | flexarm_msgs/JointEffortCommand | the stamped copy flexarm's controllers publish beside it: the same efforts, with the stamp of the readings they answer |
+| /flexarm/applied_effort | flexarm_msgs/AppliedEffort | each write of efforts: when (the readings' clock), what the servos were told (their current resolution; NaN for current_position joints), the stamp of the readings the command answered (0: unstamped or the bridge's own hold) |
 | /position_controller/commands | std_msgs/Float64MultiArray | rad, joint_names order (current_position joints only; subscribed only if such a joint exists) |
 
 Services: ``~/enable`` (flexarm_msgs/srv/Enable: torque on, Bus Watchdog armed; only from state ``disabled``,
@@ -30,6 +32,7 @@ hardware error; refused while enabled). Torque is off at start and after every f
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -40,7 +43,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from flexarm_msgs.msg import FlexState
+from flexarm_msgs.msg import AppliedEffort, FlexState, JointEffortCommand
 from flexarm_msgs.srv import Enable
 from flexarm_sim.common.scheduler import (FixedRateScheduler, ReceiveThreads, fifo_report, set_thread_fifo,
                                          set_timer_slack)
@@ -48,6 +51,7 @@ from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
 from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, qos
+from flexarm_sim.ros.messages import stamp as ros_time
 from flexarm_sim.ros.node_main import log_at
 
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
@@ -115,6 +119,14 @@ class BridgeNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, ros_names.DIAGNOSTICS, qos(10))
         self.create_subscription(Float64MultiArray, ros_names.EFFORT_COMMANDS, self._on_effort, qos(10),
                                  raw=True)
+        # the stamped copy flexarm's controllers publish beside it: which readings each command answered, reported
+        # with every write (/flexarm/applied_effort); while it comes, the unstamped copy is not applied (counted)
+        self.create_subscription(JointEffortCommand, ros_names.STAMPED_COMMAND, self._on_stamped, qos(10),
+                                 raw=True)
+        self.pub_applied = self.create_publisher(AppliedEffort, ros_names.APPLIED_EFFORT, qos(50))
+        self._applied_msg = AppliedEffort()
+        self._stamped_at = -math.inf
+        self.unstamped_superseded = 0
         if self.core.position_mask.any():
             self.create_subscription(Float64MultiArray, ros_names.POSITION_COMMANDS, self._on_position,
                                      qos(10))
@@ -152,8 +164,28 @@ class BridgeNode(Node):
                                       f'{self.core.commands_rejected} rejected so far)')
 
     def _on_effort(self, data):
+        if time.monotonic() - self._stamped_at <= self.core.timeout:
+            self.unstamped_superseded += 1
+            return
         ok, reason = self.core.submit_effort(self.commands.values(data))
         self._reject(ok, reason, ros_names.EFFORT_COMMANDS)
+
+    def _on_stamped(self, data):
+        _step, stamp_ns, values = self.commands.stamped_command(data)
+        ok, reason = self.core.submit_effort(values, tag=int(stamp_ns))
+        if ok:
+            self._stamped_at = time.monotonic()
+        self._reject(ok, reason, ros_names.STAMPED_COMMAND)
+
+    def _publish_applied(self):
+        """/flexarm/applied_effort: each write of efforts since the last call, stamped on the readings' clock."""
+        m = self._applied_msg
+        for t, effort, tag in self.core.take_applied():
+            m.header.stamp = ros_time(self.to_ros(t))
+            m.header.frame_id = self.frame_id
+            m.command_stamp = ros_time(tag)
+            m.effort = [float(x) for x in effort]
+            self.pub_applied.publish(m)
 
     def _on_position(self, msg):
         ok, reason = self.core.submit_position(msg.data)
@@ -193,6 +225,7 @@ class BridgeNode(Node):
         v = core.diagnostics()
         v['port'] = self.cfg['port']
         v['baud_rate'] = self.cfg['baud_rate']
+        v['unstamped_superseded'] = self.unstamped_superseded
         v['loop_thread_fifo_priority'] = self.loop_priority
         v['dds_receive_threads_fifo'] = self.receive.update()
         st.values = [KeyValue(key=k, value=_fmt(x)) for k, x in v.items()]
@@ -251,6 +284,7 @@ class BridgeNode(Node):
                     break
                 before = core.state
                 reading = core.cycle()
+                self._publish_applied()
                 if reading is not None and self._running:
                     seq = core.command_seq()
                     self._publish_joint_state(reading)
@@ -258,6 +292,7 @@ class BridgeNode(Node):
                     if self.prompt_write and core.state == ENABLED and \
                             core.wait_for_command(seq, 0.5 * self.period):
                         core.write_now()
+                        self._publish_applied()
                 core.stats.overruns = sched.stats.overruns
                 if before not in (ENABLED, DISABLED) or core.state not in (ENABLED, DISABLED):
                     sched.start()     # recovery steps take their own time: re-anchor, not an overrun

@@ -884,6 +884,11 @@ class ServoBus:
             values[j.servo_id] = ct.encode(ct.GOAL_CURRENT, raw)
         return self._send_sync(self._sync_write_current, values)
 
+    def last_efforts(self) -> np.ndarray:
+        """N*m per joint: the torque the last Goal Current written stands for (the servos' current resolution)."""
+        return np.array([float(current_to_effort(self.last_command_current[k], j))
+                         for k, j in enumerate(self.joints)])
+
     def write_positions(self, q: Sequence[float]) -> bool:
         """One GroupSyncWrite of Goal Position for the 'current_position' joints.
 

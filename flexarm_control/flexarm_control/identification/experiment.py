@@ -139,9 +139,11 @@ def excitation_band(model, q0, control_rate):
     return lo, min(hi, control_rate / 10.0)
 
 
-def holding_gains(model, dt):
-    """pd_servo's gains on this arm at this control period (Naganathan's rule, capped by the sampling)."""
-    law = PDServo(model, dt=dt)
+def holding_gains(model, dt, kp=None, kv=None, input_delay=None):
+    """pd_servo's gains on this arm at this control period and input delay (s; the node's: none in lock-step, one
+    period in real time), as the node computes them: Naganathan's rule where kp / kv are not given, k_v capped by
+    the sampling and the delay (a capped rule joint's k_p lowered with it)."""
+    law = PDServo(model, kp=kp, kv=kv, dt=dt, input_delay=input_delay)
     return law.kp.copy(), law.kv.copy()
 
 
@@ -250,16 +252,17 @@ def check_excitation(model, exc, kp, kv, dt):
 
 
 def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, band=None, n_freq=DEFAULT_N_FREQ,
-                      ramp=DEFAULT_RAMP_S, seed=0, kp=None, kv=None, slope=1.5):
+                      ramp=DEFAULT_RAMP_S, seed=0, kp=None, kv=None, slope=1.5, input_delay=None):
     """(Excitation, kp, kv, figures): a checked experiment (module docstring). amplitude None: the largest that
-    keeps every limit (with a 10 % margin); given: checked as given."""
+    keeps every limit (with a 10 % margin); given: checked as given. kp, kv: the gains pd_servo will use with this
+    input delay (holding_gains: the node caps k_v the same way), which the recording must name."""
     q0 = tuple(float(x) for x in (model.spec.nominal_configuration if q0 is None else q0))
     if len(q0) != model.n_joints:
         raise ExcitationError(f'q0: one angle per joint ({model.n_joints}), got {len(q0)}')
-    if kp is None or kv is None:
-        kp0, kv0 = holding_gains(model, dt)
-        kp = kp0 if kp is None else np.broadcast_to(np.asarray(kp, dtype=float), (model.n_joints,))
-        kv = kv0 if kv is None else np.broadcast_to(np.asarray(kv, dtype=float), (model.n_joints,))
+    try:
+        kp, kv = holding_gains(model, dt, kp, kv, input_delay)
+    except ValueError as e:
+        raise ExcitationError(f'the holding gains: {e}') from None
     lo, hi = band if band is not None else excitation_band(model, q0, 1.0 / dt)
     if not (0 < lo < hi < 0.5 / dt):
         raise ExcitationError(f'band: expected 0 < low < high < {0.5 / dt:g} Hz (Nyquist), got {lo}, {hi}')

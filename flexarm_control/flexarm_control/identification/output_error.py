@@ -86,6 +86,7 @@ class ClosedLoopRecord:
     strain_alpha: float = 1.0             # the amplifier's first-order low-pass at dt (sensors.lowpass_alpha; 1: none)
     applied_at: np.ndarray = None         # (K,) s after t0: when the command of each reading took effect (a real-time
                                           # loop's timing, model.replay; NaN: never); torque[k] is then reading k's
+    sample_times: np.ndarray = None       # (K,) s after t0: when each reading was taken (with applied_at; default k dt)
 
     def __post_init__(self):
         self.torque = np.ascontiguousarray(self.torque, dtype=float)
@@ -110,7 +111,7 @@ class ClosedLoopRecord:
                 k, j = np.argwhere(bad)[0]
                 raise RecordError(f'{self.source}: {name}[{self.joint_names[j]}] is not finite at sample {k}')
         for name in ('kp', 'kd', 'position_noise'):
-            v = np.broadcast_to(np.asarray(getattr(self, name), dtype=float), (n,)).copy()
+            v = _per(self.source, name, getattr(self, name), n, 'joint')
             if not np.all(np.isfinite(v)) or np.any(v < 0):
                 raise RecordError(f'{self.source}: {name} must be finite and >= 0 per joint, got {v}')
             setattr(self, name, v)
@@ -124,10 +125,24 @@ class ClosedLoopRecord:
                 raise RecordError(f'{self.source}: delay must be 0 with applied_at (the instants say when each '
                                   'command acted)')
             self.applied_at = np.ascontiguousarray(self.applied_at, dtype=float)
+            K = self.torque.shape[0]
+            if self.sample_times is not None:
+                st = np.ascontiguousarray(self.sample_times, dtype=float)
+                if st.shape != (K,) or not np.all(np.isfinite(st)) or np.any(np.diff(st) <= 0):
+                    raise RecordError(f'{self.source}: sample_times: expected ({K},) finite, increasing instants')
+                self.sample_times = st
             try:
-                command_events(self.applied_at, self.torque.shape[0], self.dt)
+                events, _ = command_events(self.applied_at, K, self.dt, self.sample_times)
             except ValueError as e:
                 raise RecordError(f'{self.source}: {e}') from None
+            if not events.size:
+                raise RecordError(f'{self.source}: applied_at: no command took effect (all NaN): no closed loop to '
+                                  'replay')
+        elif self.sample_times is not None:
+            raise RecordError(f'{self.source}: sample_times without applied_at (readings off the period are a '
+                              'real-time loop\'s: when its commands took effect is needed too)')
+        if isinstance(self.gauges, str):
+            raise RecordError(f'{self.source}: gauges: a list of gauge descriptions, got the string {self.gauges!r}')
         self.gauges = tuple(self.gauges)
         if self.strain is None:
             if self.gauges:
@@ -142,13 +157,16 @@ class ClosedLoopRecord:
         if bad.any():
             k, i = np.argwhere(bad)[0]
             raise RecordError(f'{self.source}: strain[{self.gauges[i]}] is not finite at sample {k}')
-        noise = np.broadcast_to(np.asarray(self.strain_noise if self.strain_noise is not None else np.nan,
-                                           dtype=float), (g,)).copy()
+        noise = _per(self.source, 'strain_noise', self.strain_noise if self.strain_noise is not None else np.nan, g,
+                     'gauge')
         if not np.all(np.isfinite(noise) & (noise > 0)):
             raise RecordError(f'{self.source}: strain_noise must be > 0 per gauge (the readings\' standard '
                               f'deviation), got {noise}')
         self.strain_noise = noise
-        a = float(self.strain_alpha)
+        try:
+            a = float(self.strain_alpha)
+        except (TypeError, ValueError):
+            a = math.nan
         if not (math.isfinite(a) and 0.0 < a <= 1.0):
             raise RecordError(f'{self.source}: strain_alpha must be in (0, 1] (1: no filter), got {self.strain_alpha}')
         self.strain_alpha = a
@@ -170,7 +188,20 @@ class ClosedLoopRecord:
         """The same record with the joint readings only (what encoders alone determine)."""
         return ClosedLoopRecord(self.dt, self.joint_names, self.torque, self.position, self.velocity, self.kp, self.kd,
                                 self.position_noise, self.source, self.t0, self.delay, self.law_position,
-                                self.law_velocity, applied_at=self.applied_at)
+                                self.law_velocity, applied_at=self.applied_at, sample_times=self.sample_times)
+
+
+def _per(source, name, value, n, what):
+    """value as one float per joint (or gauge): a scalar for all, or n of them; RecordError naming the field."""
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise RecordError(f'{source}: {name}: expected numbers, got {value!r}') from None
+    if a.ndim == 0 or a.shape == (1,):
+        return np.full(n, float(a.reshape(-1)[0]))
+    if a.shape != (n,):
+        raise RecordError(f'{source}: {name}: expected one value or one per {what} ({n}), got shape {a.shape}')
+    return a.copy()
 
 
 def nrmse(pred, meas):
@@ -197,7 +228,8 @@ def simulate_record(model, rec, scale=None, offset=None, samples=None):
     k = rec.samples if samples is None else max(2, min(int(samples), rec.samples))
     Z, _, _ = replay(model, rec.dt, rec.torque[:k], rec.law_position[:k], rec.law_velocity[:k], rec.kp, rec.kd,
                      min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset,
-                     applied_at=None if rec.applied_at is None else rec.applied_at[:k])
+                     applied_at=None if rec.applied_at is None else rec.applied_at[:k],
+                     sample_times=None if rec.sample_times is None else rec.sample_times[:k])
     return Z[:, model.q_index] + offset, Z
 
 
@@ -356,15 +388,9 @@ def correlation_time(r, records):
         R = r[at:at + rec.samples * n].reshape(rec.samples, n)
         at += rec.samples * n
         for j in range(n):
-            x = R[:, j] - R[:, j].mean()
-            ss = float(x @ x)
-            if ss <= 0.0:
+            acf, end, ss = _autocorrelation(R[:, j])
+            if acf is None:
                 continue
-            m = 1 << int(math.ceil(math.log2(2 * x.size)))
-            f = np.fft.rfft(x, m)
-            acf = np.fft.irfft(f * np.conj(f), m)[:x.size] / ss
-            neg = np.flatnonzero(acf[1:] <= 0.0)
-            end = int(neg[0]) + 1 if neg.size else x.size
             taus.append(1.0 + 2.0 * float(np.sum(acf[1:end])))
             weights.append(ss)
     return float(np.average(taus, weights=weights)) if taus else 1.0
@@ -401,20 +427,23 @@ def _statistics(J, cost, n_res, r=None, records=None):
     return Hinv @ S @ Hinv, sv, Vt
 
 
+def _autocorrelation(x):
+    """(autocorrelation of x about its mean by lag, the first lag whose autocorrelation is <= 0 (or len(x)), sum
+    of squares); (None, 0, 0) for a constant x."""
+    x = x - x.mean()
+    ss = float(x @ x)
+    if ss <= 0.0:
+        return None, 0, 0.0
+    m = 1 << int(math.ceil(math.log2(2 * x.size)))
+    f = np.fft.rfft(x, m)
+    acf = np.fft.irfft(f * np.conj(f), m)[:x.size] / ss
+    neg = np.flatnonzero(acf[1:] <= 0.0)
+    return acf, (int(neg[0]) + 1 if neg.size else x.size), ss
+
+
 def _correlation_lag(R):
     """The largest over the columns of R of the first lag whose autocorrelation is <= 0."""
-    out = 0
-    for j in range(R.shape[1]):
-        x = R[:, j] - R[:, j].mean()
-        ss = float(x @ x)
-        if ss <= 0.0:
-            continue
-        m = 1 << int(math.ceil(math.log2(2 * x.size)))
-        f = np.fft.rfft(x, m)
-        acf = np.fft.irfft(f * np.conj(f), m)[:x.size] / ss
-        neg = np.flatnonzero(acf[1:] <= 0.0)
-        out = max(out, int(neg[0]) + 1 if neg.size else x.size)
-    return out
+    return max([_autocorrelation(R[:, j])[1] for j in range(R.shape[1])] + [0])
 
 
 def _rank_deficient(pset, free, J):
@@ -536,6 +565,15 @@ def identifiability(spec, records, fit, threads=None) -> dict:
     return out
 
 
+def _whole(prob, theta, what):
+    """The residuals of theta over the whole records; FitError if the model cannot replay them."""
+    r = prob.residual(theta)
+    if r is None:
+        raise FitError(f'{what} cannot replay the whole recording (the model fails or diverges on it): '
+                       f'{", ".join(f"{prob.pset.names[f]}={prob.pset.params[f].value(x):.6g}" for f, x in zip(prob.free, theta))}')
+    return r
+
+
 def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, start=None) -> Identification:
     """Fit the parameters `fit` (names, parameters.ParameterSet) of the nominal arm `spec` to closed-loop records.
 
@@ -563,11 +601,15 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
     history = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix='identify') as pool:
         prob = _Problem(pset, records, free)
+        if start:
+            r0 = prob.residual(pset.theta0())
+            cost_nominal = float(r0 @ r0) / r0.size if r0 is not None else math.inf
         prob.theta_full = theta_all.copy()
         r_nom = prob.residual(np.asarray(theta_all)[free])
         if r_nom is None:
             raise FitError(f'the starting arm cannot replay the recording ({", ".join(r.source for r in records)})')
-        cost_nominal = float(r_nom @ r_nom) / r_nom.size
+        if not start:
+            cost_nominal = float(r_nom @ r_nom) / r_nom.size
         # parameters these signals cannot determine at the start are fixed at their nominal values
         J = prob.jacobian(np.asarray(theta_all)[free], r_nom, pool)
         bad = _rank_deficient(pset, free, J)
@@ -581,8 +623,13 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
             if not free:
                 break
             keep = [i for i, f in enumerate(prob.free) if f in free]
-            J = J[:, keep]
             prob.free = np.asarray(free, dtype=int)
+            if theta_all[worst] != pset.theta0()[worst]:       # (a start value): the others are fitted at nominal
+                theta_all[worst] = prob.theta_full[worst] = pset.theta0()[worst]
+                r_nom = _whole(prob, np.asarray(theta_all)[free], 'the start')
+                J = prob.jacobian(np.asarray(theta_all)[free], r_nom, pool)
+            else:
+                J = J[:, keep]
             bad = _rank_deficient(pset, free, J)
         theta = np.asarray(theta_all)[free].astype(float)
         r = r_nom
@@ -608,7 +655,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
         prob.horizon = None
         if it:
             say('fitting the whole of each recording')
-            r = prob.residual(theta)
+            r = _whole(prob, theta, 'the estimate fitted on the first part')
             J = None
             stage_start = it
         else:
@@ -636,7 +683,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
             theta = theta[keep]
             if not free:
                 break
-            r = prob.residual(theta)
+            r = _whole(prob, theta, 'the estimate with the parameters not identifiable at their nominal values')
             J = None
             if it - stage_start >= max_iter:
                 converged, message = False, message + '; no iteration left to fit again without the parameters ' \

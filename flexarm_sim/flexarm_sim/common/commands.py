@@ -70,6 +70,7 @@ class LatestCommand:
         self.value = np.zeros(self.n)
         self.t = -math.inf
         self.seq = 0
+        self.tag = 0                   # what the sender said of the latest (a stamped command's stamp; 0: nothing)
         self.accepted = self.rejected = self.clamped = 0
         self.last_reject_reason = ''
 
@@ -81,8 +82,9 @@ class LatestCommand:
             self.lo, self.hi = lo.copy(), hi.copy()
             self.value = np.minimum(np.maximum(self.value, lo), hi)
 
-    def submit(self, values, now: float):
-        """Offer a command received at time `now`: (accepted, reason) — reason 'clamped' if it was."""
+    def submit(self, values, now: float, tag: int = 0):
+        """Offer a command received at time `now` (`tag` kept with it): (accepted, reason) — reason 'clamped' if it
+        was."""
         with self._lock:
             arr, reason, clamped = check_command(values, self.lo, self.hi)
             if arr is None:
@@ -91,6 +93,7 @@ class LatestCommand:
                 return False, reason
             self.value = arr
             self.t = now
+            self.tag = tag
             self.seq += 1
             self.accepted += 1
             self.clamped += clamped
@@ -104,8 +107,14 @@ class LatestCommand:
         with self._lock:
             return self.value.copy(), self.t, self.seq
 
+    def get_tagged(self):
+        """(value, time, seq, tag) of the latest valid command."""
+        with self._lock:
+            return self.value.copy(), self.t, self.seq, self.tag
+
     def clear(self):
         """Forget the held command (zero value, no time)."""
         with self._lock:
             self.value[:] = 0.0
             self.t = -math.inf
+            self.tag = 0

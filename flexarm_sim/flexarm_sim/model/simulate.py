@@ -228,13 +228,13 @@ def _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, dela
 
 
 @kernels.kernel(**kernels.KERNEL_LONG)
-def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, ev_t, ev_c, dt, n_free,
+def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, ev_t, ev_c, times, dt, n_free,
                        n_contact, stops, midpoint, tau, Z, ZD, TAU):
     """A recorded closed loop whose commands took effect at recorded instants (`replay` with applied_at): from
     ev_t[e] (s after sample 0) command c = ev_c[e] acts, scale (taus[c] + kp (q_meas[c] - offset - q[c])
     + kd (qd_meas[c] - qd[c])), q[c] the model's joints at sample c (c <= the current sample); zero torque before
-    the first. A period is integrated piecewise between the instants, each piece with the sub-steps of its share of
-    the period. Returns the failing period, or -1."""
+    the first. Sample k is at times[k]; a period is integrated piecewise between the instants, each piece with the
+    sub-steps of its share of dt. Returns the failing period, or -1."""
     K = Z.shape[0] - 1
     n = taus.shape[1]
     qi = d.q_index
@@ -246,8 +246,8 @@ def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, k
         for i in range(z.shape[0]):
             Z[k, i] = z[i]
             ZD[k, i] = zd[i]
-        t = k * dt
-        t_end = t + dt
+        t = times[k]
+        t_end = times[k + 1] if k < K else t + dt
         while e < E and ev_t[e] <= t + eps:
             cur = ev_c[e]
             e += 1
@@ -287,22 +287,45 @@ def _event_torque(qi, taus, q_meas, qd_meas, offset, scale, kp, kd, c, n, Z, ZD,
 
 
 # ---------------------------------------------------------------------------------------------- the API
+def _start(model, dt, method, z0, zd0, substeps):
+    """(data, workspace, z, zd, sub-steps free, with a stop engaged) of a run from (z0, zd0) (default rest)."""
+    N = model.n_coords
+    d = model.data
+    ws = model.workspace()
+    kernels.step_addresses(d, ws, (method,))
+    z = np.zeros(N)
+    zd = np.zeros(N)
+    if z0 is not None:
+        z[:] = z0
+    if zd0 is not None:
+        zd[:] = zd0
+    if substeps:
+        n_free = n_contact = int(substeps)
+    else:
+        n_free = auto_substeps(model, dt, method)
+        n_contact = auto_substeps(model, dt, method, stops_engaged=True) if has_stops(model) else n_free
+    return d, ws, z, zd, n_free, n_contact
 
 
-def command_events(applied_at, K: int, dt: float):
+
+
+def command_events(applied_at, K: int, dt: float, sample_times=None):
     """(instants (E,), command indices (E,)) of the commands that took effect, in time order: command m from
     applied_at[m] (s after sample 0; NaN: never), a command that takes effect after a newer one dropped (the newer
-    was written first: the older never acts). ValueError naming a command applied before its own reading."""
+    was written first: the older never acts). ValueError naming a command applied before its own reading (taken at
+    sample_times[m], default m dt)."""
     a = np.asarray(applied_at, dtype=float)
     if a.shape != (K,):
         raise ValueError(f'applied_at: expected ({K},) instants, one per command, got shape {a.shape}')
     m = np.flatnonzero(~np.isnan(a))
     if np.any(~np.isfinite(a[m])):
         raise ValueError('applied_at: infinite instants')
-    early = m[a[m] < m * dt - 1e-9 * dt]
+    read = m * dt if sample_times is None else np.asarray(sample_times, dtype=float)[m]
+    early = m[a[m] < read - 1e-9 * dt]
     if early.size:
         i = int(early[0])
-        raise ValueError(f'applied_at[{i}] = {a[i]:.6g} s: before its own reading at {i * dt:.6g} s')
+        t_i = i * dt if sample_times is None else float(sample_times[i])
+        raise ValueError(f'applied_at[{i}] = {a[i]:.6g} s: before its own reading at {t_i:.6g} s')
     order = m[np.lexsort((m, a[m]))]
     keep = order[np.maximum.accumulate(order) == order] if order.size else order
     return np.ascontiguousarray(a[keep]), np.ascontiguousarray(keep.astype(np.int64))
@@ -318,20 +341,7 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
         raise ValueError(f'T must be >= 0 and dt > 0 (finite), got T={T}, dt={dt}')
     n_steps = int(round(T / dt))
     N, n = model.n_coords, model.n_joints
-    d = model.data
-    ws = model.workspace()
-    kernels.step_addresses(d, ws, (method,))
-    z = np.zeros(N)
-    zd = np.zeros(N)
-    if z0 is not None:
-        z[:] = z0
-    if zd0 is not None:
-        zd[:] = zd0
-    if substeps:
-        n_free = n_contact = int(substeps)
-    else:
-        n_free = auto_substeps(model, dt, method)
-        n_contact = auto_substeps(model, dt, method, stops_engaged=True) if has_stops(model) else n_free
+    d, ws, z, zd, n_free, n_contact = _start(model, dt, method, z0, zd0, substeps)
     stops = has_stops(model)
     midpoint = method == 'midpoint'
     t = np.arange(n_steps + 1) * dt
@@ -371,7 +381,7 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
 
 
 def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0=None, zd0=None, scale=None,
-           offset=None, substeps=None, method: str = 'rk4', applied_at=None):
+           offset=None, substeps=None, method: str = 'rk4', applied_at=None, sample_times=None):
     """Replay a recorded closed loop on the model (output-error identification, flexarm_control.identification).
 
     The recording holds the torque u_k = f_k - kp q_m - kd qd_m (m = k - delay) a joint feedback law applied over
@@ -389,10 +399,16 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
     arrives, a varying fraction of a period after its readings, or a period later): torque[m] is then the command
     computed from reading m (delay must be 0), acting from applied_at[m] (>= m dt; NaN: never written) until the
     next command takes effect; a command written after a newer one is superseded and never acts; zero torque before
-    the first. The periods are integrated piecewise between these instants."""
+    the first. The periods are integrated piecewise between these instants. sample_times (K,), s after sample 0
+    (with applied_at): when each reading was taken, if not every dt (a real-time loop's jitter)."""
     if method not in ('rk4', 'midpoint'):
         raise ValueError(f"method must be 'rk4' or 'midpoint', got {method!r}")
     n, N = model.n_joints, model.n_coords
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f'dt must be > 0 (finite), got {dt}')
+    for name, v in (('z0', z0), ('zd0', zd0)):
+        if v is not None and np.shape(v) != (N,):
+            raise ValueError(f'{name}: expected shape ({N},), got {np.shape(v)}')
     taus = np.require(np.asarray(torque, dtype=float), float, ('C', 'W'))
     K = taus.shape[0] if taus.ndim == 2 else 0
     q_meas = np.ascontiguousarray(q_meas, dtype=float)
@@ -408,20 +424,7 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
         if not np.all(np.isfinite(a)):
             raise ValueError(f'{name}: non-finite')
         vec[name] = a
-    d = model.data
-    ws = model.workspace()
-    kernels.step_addresses(d, ws, (method,))
-    z = np.zeros(N)
-    zd = np.zeros(N)
-    if z0 is not None:
-        z[:] = z0
-    if zd0 is not None:
-        zd[:] = zd0
-    if substeps:
-        n_free = n_contact = int(substeps)
-    else:
-        n_free = auto_substeps(model, dt, method)
-        n_contact = auto_substeps(model, dt, method, stops_engaged=True) if has_stops(model) else n_free
+    d, ws, z, zd, n_free, n_contact = _start(model, dt, method, z0, zd0, substeps)
     Z, ZD, TAU = np.zeros((K, N)), np.zeros((K, N)), np.zeros((K, n))
     delay = int(delay)
     if not 0 <= delay < K:
@@ -429,11 +432,16 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
     if applied_at is not None:
         if delay:
             raise ValueError('delay: 0 with applied_at (the instants say when each command acted)')
-        ev_t, ev_c = command_events(applied_at, K, dt)
+        times = np.arange(K) * float(dt) if sample_times is None else np.ascontiguousarray(sample_times, dtype=float)
+        if times.shape != (K,) or not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
+            raise ValueError(f'sample_times: expected ({K},) finite, increasing instants')
+        ev_t, ev_c = command_events(applied_at, K, dt, times)
         failed = _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'],
-                                    vec['kd'], ev_t, ev_c, float(dt), n_free, n_contact, has_stops(model),
+                                    vec['kd'], ev_t, ev_c, times, float(dt), n_free, n_contact, has_stops(model),
                                     method == 'midpoint', np.zeros(n), Z, ZD, TAU)
     else:
+        if sample_times is not None:
+            raise ValueError('sample_times: only with applied_at (a real-time loop\'s record)')
         failed = _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'], vec['kd'],
                              delay, float(dt), n_free, n_contact, has_stops(model), method == 'midpoint', np.zeros(n),
                              Z, ZD, TAU)
