@@ -47,7 +47,8 @@ def add_parser(sub):
     p.add_argument('--arm', required=True, help='the nominal arm file the experiments ran with (name or path)')
     p.add_argument('--fit', required=True, metavar='P1,P2,..',
                    help='parameters: <joint>.EI_z|EI_y|damping_ratio|hub_inertia|viscous|coulomb|torque_scale|'
-                        'encoder_offset, payload.mass|inertia; <joint> a joint name or * (every joint)')
+                        'encoder_offset, payload.mass|inertia, loop.delay (a hardware recording); <joint> a joint '
+                        'name or * (every joint)')
     p.add_argument('--holdout', metavar='MCAP', action='append', default=[],
                    help='a recording not fitted: the calibrated model\'s prediction of it is reported')
     p.add_argument('-o', '--output', metavar='YAML', help='write the calibrated arm file here')
@@ -419,8 +420,8 @@ def _plot(path, records, result):
     from flexarm_sim.model import load_model
     model = load_model(result.spec)
     rec = records[0]
-    q, Z = simulate_record(model, rec, result.scale, result.offset)
-    t = rec.t0 + rec.dt * np.arange(rec.samples)
+    q, Z = simulate_record(model, rec, result.scale, result.offset, delay=result.delay)
+    t = rec.t0 + (rec.sample_times if rec.sample_times is not None else rec.dt * np.arange(rec.samples))
     meas, pred, labels = [rec.position], [q], [(name, 'rad', 1.0, 1e3, 'mrad') for name in rec.joint_names]
     if rec.strain is not None:
         s = strain_of(model, rec, Z)
@@ -470,7 +471,8 @@ def identify_main(args):
     except (ConfigError, RecordingError, RecordError, FitError, ArmSpecError, OSError) as e:
         print(f'flexarm identify: {e}', file=sys.stderr)
         return 2
-    holdout = [(rec, predict(result.spec, rec, result.scale, result.offset)[1]) for rec in held]
+    holdout = [(rec, predict(result.spec, rec, result.scale, result.offset,
+                             result.delay if rec.applied_at is not None else 0.0)[1]) for rec in held]
     f_nom, f_cal = _frequencies(spec), _frequencies(result.spec)
     written = None
     if args.output and result.converged:

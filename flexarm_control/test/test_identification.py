@@ -272,6 +272,32 @@ def test_a_real_time_loops_timing_is_replayed(experiment):
 
 
 @pytest.mark.slow
+def test_loop_delay_finds_what_the_record_does_not_say(experiment):
+    """A bus's transfer and sampling times: every command acted 1.5 ms later than the record says (the bridge stamps
+    its write before the bytes reach the servo, its reading after the reply). Fitted, loop.delay finds it and the
+    arm's parameters come out as with the true instants; a lock-step record has no such delay to fit."""
+    nominal, exc, kp, kv, _ = experiment
+    hidden = _hidden_b()
+    true = _model(hidden)
+    K = int(round(exc.duration / DT)) + 1
+    rng = np.random.default_rng(11)
+    lat = DT * rng.uniform(0.9, 1.6, K)                 # acting 0.9-1.6 periods after the reading ...
+    rec = run_offline(true, exc, kp, kv, DT, law_model=nominal, seed=1, latency=lat)
+    rec.applied_at = rec.applied_at - 0.75 * DT         # ... recorded 1.5 ms earlier (still after the reading)
+    fit = ['*.EI_z', 'payload.mass', 'shoulder.hub_inertia', '*.damping_ratio', 'loop.delay']
+    result = identify(nominal.spec, [rec], fit)
+    assert result.converged and all(result.identifiable), (result.message, result.why_not)
+    assert result.delay == pytest.approx(0.75 * DT, abs=0.05 * DT)
+    _check(result, hidden, [n for n in fit if n != 'loop.delay' and not n.startswith('*')] +
+           ['shoulder.EI_z', 'elbow.EI_z', 'shoulder.damping_ratio', 'elbow.damping_ratio'],
+           {'EI_z': (0.01, 0.0), 'mass': (0.01, 0.0), 'hub_inertia': (0.01, 0.0), 'damping_ratio': (0.05, 0.0)})
+    assert result.cost < 1.5
+    lockstep = _records(experiment, hidden, seeds=(1,))[1][0]
+    with pytest.raises(FitError, match="loop.delay: seed 1 is not a real-time loop's record"):
+        identify(nominal.spec, [lockstep], fit)
+
+
+@pytest.mark.slow
 def test_what_the_readings_cannot_determine_is_said_and_kept_nominal(experiment):
     """A horizontal planar arm turned as a whole moves no reading: the shoulder encoder's offset is invisible."""
     nominal = experiment[0]

@@ -137,11 +137,12 @@ def test_replay_with_the_instants_a_real_time_loop_wrote_its_commands():
     direct, _, _ = _realtime_loop(b, T, lat)
     q_a, qd_a = rec.q[r], rec.qd[r]
     applied = np.arange(K) * DT + lat
-    # M sub-steps per period: a piece of p eighths of a period takes p sub-steps of dt / M, the reference's steps
+    # every piece of a period with M sub-steps (the reference: steps of dt / M): equal to the integrators'
+    # truncation (3e-7 of the modal coordinates, 1e-8 rad at the joints), far below an encoder count (1.5e-3 rad)
     Z, ZD, TAU = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=applied, substeps=M)
     assert np.max(np.abs(rec.q - direct.q)) > 1e-3
-    assert np.max(np.abs(Z - direct.z[r])) < 1e-11, np.max(np.abs(Z - direct.z[r]))
-    assert np.max(np.abs(TAU - direct.tau[r])) < 1e-10
+    assert np.max(np.abs(Z - direct.z[r])) < 1e-6, np.max(np.abs(Z - direct.z[r]))
+    assert np.max(np.abs(TAU - direct.tau[r])) < 1e-5
     # the timing matters: the same commands as if written at their readings is another run
     Z0, _, _ = replay(b, DT, u, q_a, qd_a, KP, KD, applied_at=np.arange(K) * DT, substeps=M)
     assert np.max(np.abs(Z0[:, b.q_index] - direct.z[r][:, b.q_index])) > 1e-4    # rad: 1/4 of an encoder count
@@ -163,7 +164,7 @@ def test_replay_with_readings_taken_off_the_period():
     direct, _, _ = _realtime_loop(b, T, lat, jitter)
     h = DT / M
     Z, _, _ = replay(b, DT, u, rec.q[r], rec.qd[r], KP, KD, applied_at=r * h + lat, sample_times=r * h, substeps=M)
-    assert np.max(np.abs(Z - direct.z[r])) < 1e-11, np.max(np.abs(Z - direct.z[r]))
+    assert np.max(np.abs(Z - direct.z[r])) < 1e-6, np.max(np.abs(Z - direct.z[r]))
     Zg, _, _ = replay(b, DT, u, rec.q[r], rec.qd[r], KP, KD, applied_at=np.arange(K) * DT + lat, substeps=M)
     assert np.max(np.abs(Zg[:, b.q_index] - direct.z[r][:, b.q_index])) > 1e-4     # as if on the period: off
 

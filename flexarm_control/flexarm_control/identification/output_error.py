@@ -219,8 +219,10 @@ def _initial_state(model, rec, offset):
     return z0, zd0
 
 
-def simulate_record(model, rec, scale=None, offset=None, samples=None):
-    """The model's replay of a record (its first `samples`, default all): (predicted readings (K, n), z (K, N))."""
+def simulate_record(model, rec, scale=None, offset=None, samples=None, delay=0.0):
+    """The model's replay of a record (its first `samples`, default all): (predicted readings (K, n), z (K, N)).
+    delay (s, a record with applied_at): every command acts that much later than recorded (never before its own
+    reading)."""
     n = model.n_joints
     scale = np.ones(n) if scale is None else np.asarray(scale, dtype=float)
     offset = np.zeros(n) if offset is None else np.asarray(offset, dtype=float)
@@ -228,9 +230,20 @@ def simulate_record(model, rec, scale=None, offset=None, samples=None):
     k = rec.samples if samples is None else max(2, min(int(samples), rec.samples))
     Z, _, _ = replay(model, rec.dt, rec.torque[:k], rec.law_position[:k], rec.law_velocity[:k], rec.kp, rec.kd,
                      min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset,
-                     applied_at=None if rec.applied_at is None else rec.applied_at[:k],
+                     applied_at=_acting(rec, k, delay),
                      sample_times=None if rec.sample_times is None else rec.sample_times[:k])
     return Z[:, model.q_index] + offset, Z
+
+
+def _acting(rec, k, delay):
+    """When the first k commands of a real-time record acted, `delay` later than recorded (None without applied_at)."""
+    if rec.applied_at is None:
+        return None
+    a = rec.applied_at[:k]
+    if not delay:
+        return a
+    read = rec.sample_times[:k] if rec.sample_times is not None else np.arange(k) * rec.dt
+    return np.where(np.isnan(a), np.nan, np.maximum(a + delay, read))
 
 
 def strain_of(model, rec, Z):
@@ -270,12 +283,12 @@ def _channel_nrmse(model, rec, q, Z):
     return np.concatenate([out, nrmse(s, rec.strain)])
 
 
-def predict(spec, rec, scale=None, offset=None):
+def predict(spec, rec, scale=None, offset=None, delay=0.0):
     """(predicted joint readings, NRMSE per channel: joints then gauges) of an arm (ArmSpec or model) on a record
     (e.g. held out)."""
     model = spec if hasattr(spec, 'q_index') else load_model(spec)
     _check_joints(model.spec, rec)
-    q, Z = simulate_record(model, rec, scale, offset)
+    q, Z = simulate_record(model, rec, scale, offset, delay=delay)
     return q, _channel_nrmse(model, rec, q, Z)
 
 
@@ -314,6 +327,7 @@ class Identification:
     arm_dict: dict = None            # its plain-data form (the calibrated arm file)
     scale: np.ndarray = None
     offset: np.ndarray = None
+    delay: float = 0.0               # loop.delay (s), when fitted
 
     def table(self) -> str:
         rows = [f'{"parameter":<26} {"nominal":>12} {"estimate":>12} {"std error":>11}  note']
@@ -345,10 +359,11 @@ class _Problem:
         try:
             model = load_model(self.pset.spec_of(t))
             scale, offset = self.pset.drive(t)
+            delay = self.pset.delay(t)
             out = []
             for rec in self.records:
                 k = rec.samples if self.horizon is None else min(rec.samples, int(self.horizon / rec.dt) + 1)
-                q, Z = simulate_record(model, rec, scale, offset, k)
+                q, Z = simulate_record(model, rec, scale, offset, k, delay)
                 out.append(_channel_residuals(model, rec, q, Z, q.shape[0]).ravel())
         except RecordError:
             raise
@@ -587,6 +602,9 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
     pset = fit if isinstance(fit, ParameterSet) else ParameterSet(spec, fit)
     for rec in records:
         _check_joints(spec, rec)
+        if pset.fits_delay and rec.applied_at is None:
+            raise FitError(f'loop.delay: {rec.source} is not a real-time loop\'s record (no instants at which its '
+                           'commands acted: lock-step and sim-time loops have no unrecorded delay)')
     say = progress or (lambda line: None)
     theta_all = pset.theta0()
     if start:
@@ -710,8 +728,9 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
             corr[fa, fb] = cov[a, b] / denom
     spec_hat = pset.spec_of(theta_full)
     scale, offset = pset.drive(theta_full)
+    delay = pset.delay(theta_full)
     model = load_model(spec_hat)
-    fits = [_channel_nrmse(model, rec, *simulate_record(model, rec, scale, offset)) for rec in records]
+    fits = [_channel_nrmse(model, rec, *simulate_record(model, rec, scale, offset, delay=delay)) for rec in records]
     misfit = ''
     if cost / r.size > MISFIT:
         unfitted = [f'{js.name}.{k}' for js in spec.joints for k in ('viscous', 'coulomb')
@@ -727,4 +746,4 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
         why_not=why_not, correlation=corr, singular_values=sv, cost=cost / r.size, cost_nominal=cost_nominal,
         iterations=it, converged=converged, message=message, nrmse=fits, history=history, correlation_time=tau,
         seconds=time.monotonic() - t_start, evaluations=prob.evaluations, spec=spec_hat,
-        arm_dict=pset.arm_dict(theta_full), scale=scale, offset=offset, misfit=misfit)
+        arm_dict=pset.arm_dict(theta_full), scale=scale, offset=offset, misfit=misfit, delay=delay)

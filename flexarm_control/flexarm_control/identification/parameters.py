@@ -12,6 +12,7 @@ A parameter is named `<joint>.<kind>` (joint: its name in the arm file, or `*` f
 | torque_scale | true torque / reported torque (the drive's torque constant error) | | no: the bridge's `torque_constant` × it |
 | encoder_offset | the encoder's zero error: reading − angle | rad | no: the bridge's offset − it |
 | payload.mass, payload.inertia | the payload (inertia about the last joint's axis; the whole matrix scaled) | kg, kg m² | `payload` |
+| loop.delay | a real-time loop's unrecorded timing: how much later than recorded each command acted, relative to the readings (transfer and sampling times of a bus; a recording with applied_at only) | s | no: a property of the loop |
 
 Scaling (what the fit moves, theta): positive quantities (stiffness, inertia, mass, torque scale) by their logarithm
 relative to the nominal value (theta = ln(v / v_0): a step of 0.1 is 10 %), sought within a factor FIT_FACTOR of
@@ -45,6 +46,9 @@ PAYLOAD_KINDS = {
     'mass': ('kg', True, None, (1e-6, 1e4)),
     'inertia': ('kg m²', True, None, (1e-12, 1e5)),
 }
+LOOP_KINDS = {'delay': ('s', False, None, (-0.01, 0.02))}
+LOOP = -2                         # Parameter.joint of the loop's parameters (the payload's is -1)
+TYPICAL_DELAY = 1e-3              # s
 TYPICAL_DAMPING = 0.01            # a lightly damped metal link
 TYPICAL_FRICTION = 0.005          # of the joint's effort limit: N m (Coulomb), N m per rad/s (viscous)
 TYPICAL_OFFSET = 0.01             # rad
@@ -100,7 +104,13 @@ class ParameterSet:
         for text in names:
             who, _, kind = text.partition('.')
             if not kind:
-                raise FitError(f"--fit {text!r}: expected <joint>.<kind> or payload.<kind>")
+                raise FitError(f"--fit {text!r}: expected <joint>.<kind>, payload.<kind> or loop.delay")
+            if who == 'loop':
+                if kind not in LOOP_KINDS:
+                    raise FitError(f"--fit {text!r}: loop parameters are {', '.join(LOOP_KINDS)}")
+                unit, _, _, (lo, hi) = LOOP_KINDS[kind]
+                params.append(Parameter(f'loop.{kind}', kind, LOOP, unit, False, 0.0, TYPICAL_DELAY, lo, hi))
+                continue
             if who == 'payload':
                 if kind not in PAYLOAD_KINDS:
                     raise FitError(f"--fit {text!r}: payload parameters are {', '.join(PAYLOAD_KINDS)}")
@@ -195,6 +205,8 @@ class ParameterSet:
         d = copy.deepcopy(self.base)
         for p, x in zip(self.params, theta):
             v = p.value(float(x))
+            if p.joint == LOOP:
+                continue
             if p.joint < 0:
                 body = d['payload']
                 if p.kind == 'mass':
@@ -215,6 +227,17 @@ class ParameterSet:
 
     def spec_of(self, theta):
         return arm_from_dict(self.arm_dict(theta), source=f'{self.spec.name} (identification)')
+
+    def delay(self, theta) -> float:
+        """loop.delay of theta (s; 0 when not fitted)."""
+        for p, x in zip(self.params, theta):
+            if p.joint == LOOP:
+                return p.value(float(x))
+        return 0.0
+
+    @property
+    def fits_delay(self) -> bool:
+        return any(p.joint == LOOP for p in self.params)
 
     def drive(self, theta):
         """(torque scale, encoder offset) per joint of theta."""

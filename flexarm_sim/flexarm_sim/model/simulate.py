@@ -234,7 +234,7 @@ def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, k
     ev_t[e] (s after sample 0) command c = ev_c[e] acts, scale (taus[c] + kp (q_meas[c] - offset - q[c])
     + kd (qd_meas[c] - qd[c])), q[c] the model's joints at sample c (c <= the current sample); zero torque before
     the first. Sample k is at times[k]; a period is integrated piecewise between the instants, each piece with the
-    sub-steps of its share of dt. Returns the failing period, or -1."""
+    period's sub-steps (the result smooth in the instants). Returns the failing period, or -1."""
     K = Z.shape[0] - 1
     n = taus.shape[1]
     qi = d.q_index
@@ -261,10 +261,9 @@ def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, k
             if e < E and ev_t[e] < t_end - eps:
                 t_next = ev_t[e]
             h = t_next - t
-            if h > eps:
-                m_free = max(1, int(math.ceil(n_free * h / dt - 1e-9)))
-                m_contact = max(1, int(math.ceil(n_contact * h / dt - 1e-9)))
-                if not (_advance(d, ws, z, zd, tau, h, m_free, m_contact, stops, midpoint) and _finite(z, zd)):
+            if h > eps:       # every piece with the period's sub-steps: the run is smooth in the instants (a count
+                #               that grew with the piece's length jumped with them: a fit of loop.delay stalled)
+                if not (_advance(d, ws, z, zd, tau, h, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
                     return k
             t = t_next
             if t_next >= t_end - eps:
