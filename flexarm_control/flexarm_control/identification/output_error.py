@@ -550,17 +550,27 @@ def _levenberg_marquardt(prob, theta, r, J, pool, max_iter, say, history, t_star
                                        f'lowered the cost by {drop:.1e}): the best estimate so far is reported')
 
 
-def identifiability(spec, records, fit, threads=None) -> dict:
-    """What the signals of `records` would determine of the parameters `fit` of the arm `spec`, were it the truth:
-    {name: (standard error, why not identifiable or '')} from the sensitivities and residuals at spec (no fit; the
-    statistics `identify` reports at its estimate). For designing an experiment or choosing sensors: e.g. the same
-    records with and without their strain gauges (ClosedLoopRecord.without_strain)."""
+def _checked(spec, records, fit):
+    """(records as a list, ParameterSet): RecordError / FitError for records of another arm or a fit they cannot
+    carry."""
     records = list(records)
     if not records:
         raise RecordError('no recording given')
     pset = fit if isinstance(fit, ParameterSet) else ParameterSet(spec, fit)
     for rec in records:
         _check_joints(spec, rec)
+        if pset.fits_delay and rec.applied_at is None:
+            raise FitError(f'loop.delay: {rec.source} is not a real-time loop\'s record (no instants at which its '
+                           'commands acted: lock-step and sim-time loops have no unrecorded delay)')
+    return records, pset
+
+
+def identifiability(spec, records, fit, threads=None) -> dict:
+    """What the signals of `records` would determine of the parameters `fit` of the arm `spec`, were it the truth:
+    {name: (standard error, why not identifiable or '')} from the sensitivities and residuals at spec (no fit; the
+    statistics `identify` reports at its estimate). For designing an experiment or choosing sensors: e.g. the same
+    records with and without their strain gauges (ClosedLoopRecord.without_strain)."""
+    records, pset = _checked(spec, records, fit)
     free = list(range(len(pset.params)))
     prob = _Problem(pset, records, free)
     theta = pset.theta0()
@@ -596,15 +606,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
     Raises FitError / RecordError for what cannot be fitted at all; a fit that stops without converging returns
     with converged False and the reason in `message`, its best estimate kept."""
     t_start = time.monotonic()
-    records = list(records)
-    if not records:
-        raise RecordError('no recording given')
-    pset = fit if isinstance(fit, ParameterSet) else ParameterSet(spec, fit)
-    for rec in records:
-        _check_joints(spec, rec)
-        if pset.fits_delay and rec.applied_at is None:
-            raise FitError(f'loop.delay: {rec.source} is not a real-time loop\'s record (no instants at which its '
-                           'commands acted: lock-step and sim-time loops have no unrecorded delay)')
+    records, pset = _checked(spec, records, fit)
     say = progress or (lambda line: None)
     theta_all = pset.theta0()
     if start:
