@@ -207,7 +207,12 @@ def _held(args) -> bool:
     """Does this run start the plant paused at step 0 and end it paused at lead + duration? Lock-step runs whose
     nodes the runner starts: the same run then publishes the same messages from the first step to the last (a
     recording holds them all, every time)."""
-    return args.time_mode == 'lockstep' and not getattr(args, 'attach', False) and not getattr(args, 'hardware', False)
+    return args.time_mode == 'lockstep' and not getattr(args, 'attach', False) and not _hardware(args)
+
+
+def _hardware(args) -> bool:
+    """Is a running hardware bridge the plant (`flexarm excite --hardware`)?"""
+    return bool(getattr(args, 'hardware', False))
 
 
 def cycloid_trajectory(q0, angle, T, n_points=51):
@@ -637,7 +642,7 @@ def _run(args, progress, tmpdir):
         plant_path = resolve_arm(args.plant_arm, 'plant_arm') if args.plant_arm else path
         plant_model = load_model(plant_path) if plant_path != path else model
         specs = node_specs(args, model)
-        if getattr(args, 'hardware', False):      # a running hardware bridge is the plant: start the rest
+        if _hardware(args):      # a running hardware bridge is the plant: start the rest
             specs = [s for s in specs if s.package != 'flexarm_sim']
     except (ConfigError, ValueError) as e:
         return _fail(str(e))
@@ -667,10 +672,9 @@ def _run(args, progress, tmpdir):
                                 metadata=dict({'flexarm_run': {'arm': model.spec.name, 'controller': args.controller,
                                                                'arm_id': arm_id(path, model.spec.name),
                                                                'time_mode': args.time_mode,
-                                                               'plant': ('hardware_bridge' if getattr(
-                                                                   args, 'hardware', False) else 'plant'),
-                                                               'rate_hz': 0.0 if getattr(args, 'hardware', False)
-                                                               else args.rate,
+                                                               'plant': 'hardware_bridge' if _hardware(args)
+                                                               else 'plant',
+                                                               'rate_hz': 0.0 if _hardware(args) else args.rate,
                                                                'control_rate_hz': args.control_rate}},
                                               **(getattr(args, 'metadata', None) or {})))
         started = ', '.join(s.name for s in specs)
@@ -834,7 +838,7 @@ def _not_ready(runner, args, procs):
     latest = runner.latest()
     if latest is None:
         return ['plant']
-    if getattr(args, 'hardware', False):          # the bridge's states come at once; the servos move when enabled
+    if _hardware(args):          # the bridge's states come at once; the servos move when enabled
         with runner.lock:
             enabled = runner.plant_diag.get('state') == 'enabled'
         return [] if enabled else ['the servos (enable them: the bridge\'s ~/enable with the arm_id)']
@@ -868,7 +872,7 @@ def _wait_ready(args, runner, procs, progress):
             logs = '\n'.join(f'--- {name} log:\n' + procs.tail(name) for name in waiting if procs.tail(name))
             return _fail(f'{", ".join(waiting)} not ready after {now - t0:.0f} s ('
                          + ('no state from the plant' if waiting == ['plant'] else
-                            'the hardware bridge\'s servos were not enabled' if getattr(args, 'hardware', False) else
+                            'the hardware bridge\'s servos were not enabled' if _hardware(args) else
                             f'the plant has received no command from {args.controller}')
                          + f'; nothing happened in the last {now - last_activity:.0f} s)\n' + logs)
         time.sleep(0.02)

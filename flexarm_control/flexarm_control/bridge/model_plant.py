@@ -4,7 +4,8 @@
 emulator's ids = order of ``joints``) it turns the servo's current into a joint torque
 ``tau = direction * i * torque_constant * gear_ratio`` (the same convention as servo_bus), integrates
 the arm (``flexarm_sim.model.step``, RK4, steps of ``dt`` up to the call's instant, the last one shorter: the state
-is the arm's at that instant, and goals a request changes act from it, as on a servo) and reports servo-side position/velocity ``theta = direction * (q - zero_offset) * gear_ratio``.
+is the arm's at that instant, and goals a request changes act from it, as on a servo) and reports servo-side
+position/velocity ``theta = direction * (q - zero_offset) * gear_ratio``.
 
 Servo current by operating mode (like MotorInertiaPlant): current mode -> Goal Current clipped to the
 Current Limit; position modes -> ``kp (theta_goal - theta) - kd omega`` clipped (mode 5 also to

@@ -125,6 +125,7 @@ class BridgeNode(Node):
                                  raw=True)
         self.pub_applied = self.create_publisher(AppliedEffort, ros_names.APPLIED_EFFORT, qos(50))
         self._applied_msg = AppliedEffort()
+        self._applied_msg.header.frame_id = self.frame_id
         self._stamped_at = -math.inf
         self.unstamped_superseded = 0
         if self.core.position_mask.any():
@@ -182,7 +183,6 @@ class BridgeNode(Node):
         m = self._applied_msg
         for t, effort, tag in self.core.take_applied():
             m.header.stamp = ros_time(self.to_ros(t))
-            m.header.frame_id = self.frame_id
             m.command_stamp = ros_time(tag)
             m.effort = [float(x) for x in effort]
             self.pub_applied.publish(m)

@@ -148,14 +148,15 @@ def holding_gains(model, dt, kp=None, kv=None, input_delay=None):
 
 
 def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_resolution=0.0, effort_noise=0.0,
-                 seed=0, law_reads='readings', latency=None, fine=None):
+                 seed=0, law_reads='readings', latency=None):
     """Simulate the experiment: `model` the arm, pd_servo designed on `law_model` acting on the readings (quantized
     angles, the drives' velocity) or, law_reads='state', on the exact joint state (a simulated plant's FlexState).
     latency (K,) s: a real-time loop's timing, the command of reading k written latency[k] after it (rounded to
-    dt / fine; the arm integrated at that step, a newer command written first superseding it, zero torque before
-    the first); None: each command acts over its own period. Returns (simulation result at the readings, readings
-    q, qd, commanded torque, the law's q, qd)."""
-    fine = fine or LATENCY_STEPS
+    dt / LATENCY_STEPS; the arm integrated at that step, a newer command written first superseding it, zero torque
+    before the first); None: each command acts over its own period. Returns (simulation result at the readings,
+    readings q, qd, commanded torque, the law's q, qd, the instants the commands were written (s; None without a
+    latency))."""
+    fine = LATENCY_STEPS
     law = PDServo(law_model, kp=kp, kv=kv, dt=dt)
     law.set_reference(exc)
     q_step = 2 * math.pi / counts_per_rev if counts_per_rev else 0.0
@@ -190,13 +191,14 @@ def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_r
     if latency is None:
         res = simulate(model, exc.duration, dt, torque=lambda t, z, zd: noise(command(t, z, zd)), z0=z0,
                        record_energy=False)
-        return res, Q, QD, U, LQ, LQD
+        return res, Q, QD, U, LQ, LQD, None
     lat = np.asarray(latency, dtype=float)
     if lat.shape != (K,) or not np.all(np.isfinite(lat) & (lat >= 0)):
         raise ValueError(f'latency: expected ({K},) finite values >= 0 s, one per reading')
+    m_fine = np.arange(K) * fine + np.round(lat * fine / dt).astype(int)      # fine step of each write
     due = {}
     for m in range(K):
-        due.setdefault(m * fine + int(round(lat[m] * fine / dt)), []).append(m)
+        due.setdefault(int(m_fine[m]), []).append(m)
     live = {'j': 0, 'cur': -1, 'tau': np.zeros(model.n_joints)}
 
     def fine_torque(t, z, zd):
@@ -211,7 +213,7 @@ def _closed_loop(model, law_model, exc, kp, kv, dt, counts_per_rev=0, velocity_r
         return live['tau'] if live['cur'] >= 0 else np.zeros(model.n_joints)
 
     res = simulate(model, exc.duration, dt / fine, torque=fine_torque, z0=z0, record_energy=False)
-    return _every(res, fine), Q, QD, U, LQ, LQD
+    return _every(res, fine), Q, QD, U, LQ, LQD, m_fine * (dt / fine)
 
 
 def _every(res, m):
@@ -225,7 +227,7 @@ def _every(res, m):
 
 def check_excitation(model, exc, kp, kv, dt):
     """Simulate the experiment on `model` and return its figures; ExcitationError if it leaves a limit."""
-    res, Q, QD, U, _, _ = _closed_loop(model, model, exc, kp, kv, dt)
+    res, Q, QD, U, _, _, _ = _closed_loop(model, model, exc, kp, kv, dt)
     out = {'peak_torque': np.abs(U).max(axis=0), 'peak_velocity': np.abs(res.qd).max(axis=0),
            'excursion': np.abs(res.q - np.asarray(exc.q0)).max(axis=0),
            'peak_deflection': float(np.max(res.relative_deflection))}
@@ -274,7 +276,7 @@ def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, ba
     a = np.full(model.n_joints, 0.01)
     for _ in range(6):       # each joint's amplitude to the largest its own limits allow (the joints couple: repeat)
         exc = Excitation(q0, tuple(a), freqs, float(duration), ramp, seed, slope)
-        res, Q, QD, U, _, _ = _closed_loop(model, model, exc, kp, kv, dt)
+        res, Q, QD, U, _, _, _ = _closed_loop(model, model, exc, kp, kv, dt)
         shared = VALIDITY_USE * validity_limit(model) / max(float(np.max(res.relative_deflection)), 1e-12)
         factor = np.full(model.n_joints, shared)
         for j, js in enumerate(model.spec.joints):
@@ -317,10 +319,8 @@ def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, vel
 
     if law_reads not in ('state', 'readings'):
         raise ValueError(f"law_reads: 'state' or 'readings', got {law_reads!r}")
-    res, Q, QD, U, LQ, LQD = _closed_loop(model, law_model or model, exc, kp, kv, dt, counts_per_rev,
-                                          velocity_resolution, effort_noise, seed, law_reads, latency)
-    applied = None if latency is None else \
-        (np.arange(U.shape[0]) + np.round(np.asarray(latency) * LATENCY_STEPS / dt) / LATENCY_STEPS) * dt
+    res, Q, QD, U, LQ, LQD, applied = _closed_loop(model, law_model or model, exc, kp, kv, dt, counts_per_rev,
+                                                   velocity_resolution, effort_noise, seed, law_reads, latency)
     noise = (2 * math.pi / counts_per_rev) / math.sqrt(12) if counts_per_rev else 1e-6
     strain, texts, s_noise, alpha = None, (), None, 1.0
     if gauges:

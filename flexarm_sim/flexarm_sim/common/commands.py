@@ -104,8 +104,7 @@ class LatestCommand:
 
     def get(self):
         """(value, time, seq) of the latest valid command."""
-        with self._lock:
-            return self.value.copy(), self.t, self.seq
+        return self.get_tagged()[:3]
 
     def get_tagged(self):
         """(value, time, seq, tag) of the latest valid command."""
