@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from flexarm_control.controller.safe_mode import (BLEND_MIN_S, FILTER_S, Blend, BlendedReferences, Envelope,
-                                                  SafeHoldLaw, StateCheck, blend_time, design_hold,
+from flexarm_control.controller.safe_mode import (BLEND_MIN_S, FILTER_S, RETURN_MODE_PERIODS, Blend,
+                                                  BlendedReferences, Envelope, SafeHoldLaw, StateCheck, blend_time,
+                                                  design_hold, lowest_elastic_hz, return_time_min,
                                                   sampled_delayed_loop, spectral_radius)
 from flexarm_control.laws import Hold, PDServo, PointToPoint
+from flexarm_control.laws.shaping import model_modes
 from flexarm_sim.model import linearize, load_model
 from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.plant.engine import PlantCore
@@ -179,6 +181,46 @@ def test_blend_starts_at_the_state_and_ends_at_rest_within_its_limits():
     assert np.allclose(np.gradient(pos[:, 0], ts), rates[:, 0], atol=2e-3)            # consistent derivatives
     assert np.max(np.abs(accs)) <= speed / 0.5 * (1 + 1e-6)
     assert T >= BLEND_MIN_S
+
+
+@pytest.mark.parametrize('arm', ['deluca_two_link', 'slewing_beam', 'rigid_puma3'])
+def test_the_shortest_return_is_two_periods_of_the_lowest_elastic_mode(arm):
+    """The free arm's lowest elastic frequency from the hold design's symmetric eigenproblem at the static
+    equilibrium equals the lowest of the state-space eigenvalues of the linearization at zero torque (shaping.
+    model_modes 'free', a second formulation; gravity-free in the plane, so the equilibrium is the configuration);
+    a rigid arm (its only 'mode' the gravity pendulum, 0.24 Hz for the PUMA) has none: BLEND_MIN_S."""
+    model = load_model(os.path.join(ARMS, f'{arm}.yaml'))
+    q0 = np.asarray(model.spec.nominal_configuration, float)
+    d = SafeHoldLaw(model, ENVELOPE).nominal
+    f = lowest_elastic_hz(model, d)
+    if len(model.mode_index) == 0:
+        assert f == math.inf and return_time_min(model, d) == BLEND_MIN_S
+        assert model_modes(model, q0, 'free')[0].size == 1            # the pendulum is not taken for a mode
+        return
+    f_free = model_modes(model, q0, 'free')[0]
+    assert abs(f - f_free[0]) <= 1e-4 * f_free[0], (f, f_free)
+    assert return_time_min(model, d) == pytest.approx(max(BLEND_MIN_S, RETURN_MODE_PERIODS / f))
+    e0 = np.array([0.054, 0.019])[:model.n_joints]
+    assert blend_time(e0, np.zeros_like(e0), 0.5, return_time_min(model, d)) >= RETURN_MODE_PERIODS / f
+
+
+def test_a_hand_back_off_the_reference_does_not_ring_the_arm(deluca):
+    """Bursts of three late states every 0.6 s keep the modal law's safe mode on its hold law through the 30 deg move;
+    1 s after the last burst it hands back (returns_unaided) with the arm at rest 0.054 rad off the target. The
+    modal law's return from there rang link 1 when timed by rate and acceleration alone (0.62 s): peak tip deflection
+    after the hand-back 0.151 m, elbow 0.175 rad off (a CI run over DDS that handed back after 1.0 s in the safe mode
+    ended the elbow 0.43 rad off). Two periods of the lowest elastic mode (1.41 s): measured 0.032 m, 0.078 rad, 0.031 rad at 5 s."""
+    def delay(t):
+        return 0.012 if 0.55 < t < 3.0 and (t % 0.6) < 0.012 else 0.002
+    L = Loop(deluca, 'modal')
+    L.move(0.5, angle=math.radians(30))
+    L.run(5.5, delay=delay, stamped=True)
+    assert L.rt.safe_mode_entries == 1 and not L.rt.safe_mode
+    a = L.array()
+    after = a[a[:, 0] > 3.3]
+    assert after[:, 3].max() < 0.06, after[:, 3].max()
+    assert np.abs(after[:, 1:3] - L.target).max() < 0.12
+    assert L.final_error() < 0.03, L.final_error()
 
 
 def test_a_new_reference_ends_the_return_without_a_jump():
