@@ -327,6 +327,7 @@ def _hardware_record(path, stamps, Q, QD, commands, law, applied, names, kp, kv,
 def _strain_channel(path, gauges, stamps, joints, bandwidth, period_ns):
     """The strain fields of a ClosedLoopRecord from the /flexarm/strain messages at the readings' instants."""
     from flexarm_msgs.msg import LinkDeflection
+    from flexarm_sim.model.sensing import gauge_spec
     from flexarm_sim.sensors import lowpass_alpha
 
     first = gauges.get(stamps[0])
@@ -351,7 +352,7 @@ def _strain_channel(path, gauges, stamps, joints, bandwidth, period_ns):
             int(first.planes[i]))
         if plane is None:
             raise RecordingError(f'{path}: {STRAIN}.planes[{i}] = {first.planes[i]}: not IN_PLANE or OUT_OF_PLANE')
-        texts.append(f'{joint}@{first.positions[i]!r}:{plane}:c={first.distances[i]!r}')
+        texts.append(gauge_spec(joint, first.positions[i], plane, first.distances[i]))
     var = np.asarray(first.variance, dtype=float)
     if not np.all(np.isfinite(var) & (var > 0)):
         raise RecordingError(f'{path}: {STRAIN}.variance is {list(var)}: the gauges\' noise is needed to weigh them '

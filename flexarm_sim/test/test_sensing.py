@@ -11,7 +11,7 @@ import pytest
 from flexarm_sim.model import ArmState, arm_from_dict, load_model, step, whole_arm_modes
 from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.model.observability import discrete_model, observability
-from flexarm_sim.model.sensing import (SensorSet, SensorSpecError, parse_gauge, strain_gauge, strain_matrix,
+from flexarm_sim.model.sensing import (SensorSet, SensorSpecError, gauge_spec, parse_gauge, strain_gauge, strain_matrix,
                                        tip_specific_force)
 
 ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
@@ -111,6 +111,9 @@ def test_accelerometer_reads_the_tip_acceleration_minus_gravity_in_the_tip_frame
 def test_sensor_descriptions_are_checked_against_the_arm(deluca):
     g = parse_gauge(deluca, 'elbow_link@0.1:c=0.002')
     assert (g.link, g.x, g.plane, g.c) == (1, 0.1, 0, 0.002)
+    x, c = 0.1 / 3.0, np.float64(1.7e-3) / 7.0          # written without rounding, numpy scalars as numbers
+    back = parse_gauge(deluca, gauge_spec('shoulder', x, 'in_plane', c))
+    assert (back.link, back.x, back.plane, back.c) == (0, x, 0, float(c))
     for bad, words in (('wrist@0.1', 'no link'), ('shoulder@0.6', 'outside'), ('shoulder@x', 'not a number'),
                        ('shoulder@0.1:out_of_plane', 'no out_of_plane'), ('shoulder@0.1:c=5', 'neutral axis'),
                        ('shoulder', 'expected')):

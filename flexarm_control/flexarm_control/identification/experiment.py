@@ -341,6 +341,6 @@ def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, vel
 
 
 def gauge_text(model, g) -> str:
-    """A StrainGauge's description, '<joint>@<x>:<plane>:c=<m>', as sensing.parse_gauge reads it."""
-    from flexarm_sim.model.sensing import PLANE_NAMES
-    return f'{model.spec.joints[g.link].name}@{g.x!r}:{PLANE_NAMES[g.plane]}:c={g.c!r}'
+    """A StrainGauge's description as sensing.parse_gauge reads it (sensing.gauge_spec)."""
+    from flexarm_sim.model.sensing import PLANE_NAMES, gauge_spec
+    return gauge_spec(model.spec.joints[g.link].name, g.x, PLANE_NAMES[g.plane], g.c)

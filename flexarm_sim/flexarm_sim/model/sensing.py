@@ -96,8 +96,13 @@ def strain_gauge(model, link, x, plane=None, c=DEFAULT_GAUGE_DISTANCE) -> Strain
     return StrainGauge(j, x, int(plane), c, name)
 
 
+def gauge_spec(link: str, x: float, plane: str, c: float) -> str:
+    """The text parse_gauge reads back exactly: '<link>@<x>:<plane>:c=<m>' (x and c written as repr: no rounding)."""
+    return f'{link}@{float(x)!r}:{plane}:c={float(c)!r}'
+
+
 def parse_gauge(model, text: str, c=DEFAULT_GAUGE_DISTANCE) -> StrainGauge:
-    """'<link>@<x>[:<plane>][:c=<m>]' -> StrainGauge."""
+    """'<link>@<x>[:<plane>][:c=<m>]' -> StrainGauge (gauge_spec writes it)."""
     if not isinstance(text, str) or '@' not in text:
         raise SensorSpecError(f'strain gauge {text!r}: expected <link>@<x metres>[:in_plane|out_of_plane][:c=<m>]')
     link, _, rest = text.strip().partition('@')
