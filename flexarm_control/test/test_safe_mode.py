@@ -223,6 +223,23 @@ def test_a_hand_back_off_the_reference_does_not_ring_the_arm(deluca):
     assert L.final_error() < 0.03, L.final_error()
 
 
+@pytest.mark.parametrize('t_late', [2.0, 2.2])
+def test_a_switch_mid_move_does_not_carry_the_reference_away(deluca, t_late):
+    """One burst of late states mid-move (the signature of a CI run over DDS: one entry, 1.01 s on the hold law, the
+    elbow 0.43 rad off at the end). The modal law's elbow is 1.07 rad/s off the reference there (its transient); a
+    return started at that rate ran the reference 0.5 rad away (a quintic of 4.3 s), the hand-back started 0.84 rad
+    off and the elbow ended 0.56 rad off 1.5 s after the move (t_late 2.0 s). The return starts at the reference's
+    rate: measured 0.048 / 0.074 rad, command steps 0.023 / 0.017 N m."""
+    def delay(t):
+        return 0.012 if t_late <= t < t_late + 0.012 else 0.002
+    L = Loop(deluca, 'modal')
+    L.move(0.5, angle=math.radians(30))
+    L.run(4.5, delay=delay, stamped=True)
+    assert L.rt.safe_mode_entries == 1 and not L.rt.safe_mode
+    assert L.final_error() < 0.1, L.final_error()
+    assert L.largest_command_step(after=t_late) < 0.05
+
+
 def test_a_new_reference_ends_the_return_without_a_jump():
     refs = BlendedReferences(Hold(np.zeros(2)))
     refs.blend = Blend(0.0, 2.0, np.array([0.3, 0.3]), np.zeros(2))
