@@ -165,9 +165,17 @@ def test_stopping_the_runtime_mid_design_ends_the_process_at_once(monkeypatch):
     try:
         rt.hold_designer.request([(k, -k) for k in range(1, 8)])        # several seconds of hold designs
         t0 = time.monotonic()
-        while rt.hold_designer.designed < 1 and time.monotonic() - t0 < 120.0:
+        # up (one cell designed) and busy with the next one (a call in flight): between two calls the process is idle
+        # and a stop ends it normally (exit 0: a run beside three CPU hogs stopped it in that gap)
+        def busy():
+            lock = rt.design_worker._call_lock                    # an RLock: held by the designer thread's call
+            if lock.acquire(blocking=False):
+                lock.release()
+                return False
+            return True
+        while (rt.hold_designer.designed < 1 or not busy()) and time.monotonic() - t0 < 120.0:
             time.sleep(0.02)
-        assert rt.hold_designer.designed >= 1                          # the process is up and designing
+        assert rt.hold_designer.designed >= 1 and busy()
         proc = rt.design_worker._proc
     finally:
         t_stop = time.monotonic()
