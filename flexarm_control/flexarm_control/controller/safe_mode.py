@@ -74,9 +74,10 @@ controller was stopped, the plant restarted; the plant's watchdog release fades 
 current state: the reference the active law tracks becomes the user's reference plus
 an offset that starts at the arm's measured position (of the controlled modes: `SafeHoldLaw.slow_joints`; after a
 stall or within a plan at its rate too) and at the reference's rate and acceleration so far (`SafeMode.replan`), and
-decays to zero along a quintic (`Blend`) in the time that keeps its rate below return_speed and its acceleration below return_speed / RETURN_RAMP_S (`blend_time`),
-and not shorter than two periods of the arm's lowest elastic mode (`return_time_min`: a faster return rings the links
-as a faster move would), so neither switch makes a jump in the reference nor a burst of feed-forward torque.
+decays to zero along a quintic (`Blend`) in the time that keeps its rate below return_speed and its acceleration
+below return_speed / RETURN_RAMP_S (`blend_time`), and not shorter than two periods of the arm's lowest elastic mode
+(`return_time_min`: a faster return rings the links as a faster move would), so neither switch makes a jump in the
+reference nor a burst of feed-forward torque.
 """
 from __future__ import annotations
 
@@ -481,7 +482,7 @@ def blend_time(e0, v0, speed, t_min=BLEND_MIN_S):
     e, v = float(np.max(np.abs(e0))), float(np.max(np.abs(v0)))
     a = speed / RETURN_RAMP_S
     t_acc = (3.940 * v + math.sqrt((3.940 * v) ** 2 + 4.0 * a * 5.774 * e)) / (2.0 * a)
-    return max(BLEND_MIN_S, float(t_min), 1.875 * e / speed, t_acc)
+    return max(BLEND_MIN_S, float(t_min), 1.875 * e / speed, t_acc)      # (BLEND_MIN_S: whatever t_min is)
 
 
 def lowest_elastic_hz(model, design: HoldDesign) -> float:
