@@ -48,6 +48,7 @@ class Loop:
         self.tau = np.zeros(model.n_joints)
         self.rows = []                                   # (t, q..., tip deflection, tau...)
         self.tips = []                                   # the end effector's position at each row
+        self.states = []                                 # z at each row
         self.commands = []                               # (t applied, torque)
         self.awaiting = False
 
@@ -113,6 +114,7 @@ class Loop:
         defl = float(np.linalg.norm(tip - self.model.tip_pose(rigid)[1]))
         self.rows.append((self.plant.plant_time, *z[self.qi], defl, *self.tau))
         self.tips.append(tip)
+        self.states.append(z.copy())
 
     # ------------------------------------------------------------------ figures
     def array(self):
@@ -127,6 +129,11 @@ class Loop:
             z[self.qi] = np.asarray(reference.sample(row[0])[0], float)
             err[k] = np.linalg.norm(tip - self.model.tip_pose(z)[1])
         return a[:, 0], err
+
+    def largest_relative_deflection(self):
+        """(n,): each link's largest |tip deflection| / length over the run (the model's validity: <= 0.15)."""
+        from flexarm_sim.model.trajectory import relative_deflections
+        return relative_deflections(self.model, np.array(self.states)).max(axis=0)
 
     def final_error(self):
         return float(np.max(np.abs(self.array()[-1, 1:1 + self.model.n_joints] - self.target)))

@@ -69,7 +69,11 @@ The supervisor (`SafeMode`) per state:
     back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most RETURN_SETTLE_S later).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the
-stiffest modes) — unless the previous law was not in the loop (no state answered for longer than design_period: the
+stiffest modes); back to the normal law for HANDBACK_MODE_PERIODS periods of the lowest elastic mode
+(`handback_fade_time`: a raised cosine of duration T leaves a mode of frequency f the residual of a step times
+|cos(pi f T)| / |1 - (2 f T)^2|, 0.92 for 0.2 s on the De Luca arm's 1.42 Hz mode, zero at f T = 1.5; handed back
+mid-move, the modal law takes an arm the hold law let lag, and a 0.2 s fade bent link 1 to 15.4 % of its length
+in process, 9.7 % with 1.06 s, the move's own) — unless the previous law was not in the loop (no state answered for longer than design_period: the
 controller was stopped, the plant restarted; the plant's watchdog release fades then) — and it re-plans from the
 current state: the reference the active law tracks becomes the user's reference plus
 an offset that starts at the arm's measured position (of the controlled modes: `SafeHoldLaw.slow_joints`; after a
@@ -103,6 +107,7 @@ BLEND_MIN_S = 0.25                   # s, shortest return to the reference
 RETURN_MODE_PERIODS = 2.0            # a return lasts at least this many periods of the arm's lowest elastic mode
 RETURN_RAMP_S = 0.5                  # s: a return's acceleration is at most return_speed / RETURN_RAMP_S
 SWITCH_FADE_S = 0.2                  # s: after a switch of law the torque fades from the old law's to the new one's
+HANDBACK_MODE_PERIODS = 1.5          # the fade back to the normal law lasts this many periods of the lowest mode
 FILTER_S = 0.02                      # s: time constant of the hold law's low-pass on its feedback torque
 RETURN_TOLERANCE = 0.02              # rad: the hold law has brought the arm back when it is this close to the reference
 RETURN_SETTLE_S = 3.0                # s after a return's end the normal law takes over anyway
@@ -507,6 +512,13 @@ def return_time_min(model, design: HoldDesign) -> float:
     return max(BLEND_MIN_S, RETURN_MODE_PERIODS / f if math.isfinite(f) else 0.0)
 
 
+def handback_fade_time(model, design: HoldDesign) -> float:
+    """s: the fade from the hold law's torque to the normal law's when the normal law resumes (`SafeMode.bumpless`):
+    HANDBACK_MODE_PERIODS periods of the arm's lowest elastic mode, at least SWITCH_FADE_S."""
+    f = lowest_elastic_hz(model, design)
+    return max(SWITCH_FADE_S, HANDBACK_MODE_PERIODS / f if math.isfinite(f) else 0.0)
+
+
 @dataclass
 class Blend:
     """An offset added to a reference from t0: e0 (rate v0, acceleration a0) at t0, decaying to zero at rest at t0 + T
@@ -634,6 +646,7 @@ class SafeMode:
         self.recover_time = float(values['safe_mode.recover_time'])
         self.return_speed = float(values['safe_mode.return_speed'])
         self.return_time_min = return_time_min(law.model, hold.nominal)
+        self.handback_fade = handback_fade_time(law.model, hold.nominal)
         self.check = StateCheck(law.model)
         self.mode = NORMAL
         self.entries = 0
@@ -784,7 +797,8 @@ class SafeMode:
             self.law.reset()
             self.log('info', f'{reason}: normal law resumed, returning to the reference from the current state')
         in_loop = self._t_last_acted is not None and t - self._t_last_acted <= self.hold.envelope.max_period
-        self._fade = (self.law if mode == SAFE else self.hold, t, self.refs.blend) if in_loop else None
+        fade = SWITCH_FADE_S if mode == SAFE else self.handback_fade
+        self._fade = (self.law if mode == SAFE else self.hold, t, self.refs.blend, fade) if in_loop else None
         self.mode = mode
         self.yielding = False
         self._t_on_time = None
@@ -817,8 +831,8 @@ class SafeMode:
         evaluated with the reference it tracked — plus w tau."""
         f = self._fade
         if f is not None:
-            old_law, t_switch, old_blend = f
-            s = (t - t_switch) / SWITCH_FADE_S
+            old_law, t_switch, old_blend, fade = f
+            s = (t - t_switch) / fade
             if not 0.0 <= s < 1.0:
                 self._fade = None
             else:
