@@ -259,6 +259,23 @@ def test_one_burst_of_late_states_mid_move_neither_carries_the_reference_away_no
     assert L.largest_relative_deflection()[0] < 0.12, L.largest_relative_deflection()
 
 
+@pytest.mark.parametrize('gap', [1.1, 1.3, 1.5])
+def test_late_states_again_while_the_normal_law_fades_back_in_make_no_torque_step(deluca, gap):
+    """Two bursts of late states `gap` s apart: the second comes while the modal law fades back in (1.06 s). Faded from
+    the modal law's torque alone, the command stepped by 1.0 / 0.76 / 0.33 N m (the effort limit is 2); from the torque
+    applied then: 0.007 N m for all three."""
+    t1 = 1.2
+
+    def delay(t):
+        return 0.012 if (t1 <= t < t1 + 0.012 or t1 + gap <= t < t1 + gap + 0.012) else 0.002
+    L = Loop(deluca, 'modal')
+    L.move(0.5, angle=math.radians(30))
+    L.run(4.5, delay=delay, stamped=True)
+    assert L.rt.safe_mode_entries == 2
+    assert L.largest_command_step(after=t1) < 0.05
+    assert L.largest_relative_deflection()[0] < 0.12, L.largest_relative_deflection()
+
+
 def test_a_new_reference_ends_the_return_without_a_jump():
     refs = BlendedReferences(Hold(np.zeros(2)))
     refs.blend = Blend(0.0, 2.0, np.array([0.3, 0.3]), np.zeros(2))

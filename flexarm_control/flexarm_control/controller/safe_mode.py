@@ -666,7 +666,8 @@ class SafeMode:
         self.time_in_safe_mode = 0.0
         self._t_entered = None
         self.on_switch = None              # callback(new_mode, t): the runtime's designer hooks
-        self._fade = None                  # (the previous law, switch time): bumpless transfer
+        self._fade = None                  # (the previous law, switch time, its blend, duration, carry): bumpless
+        self._last_out = None              # the torque of the last answer (bumpless)
         self.yielding = False              # in the safe mode, beyond the hold law's envelope: not commanding
         self.yields = 0
         self._window = collections.deque()           # stamps of the states of the last YIELD_WINDOW_S
@@ -798,7 +799,10 @@ class SafeMode:
             self.log('info', f'{reason}: normal law resumed, returning to the reference from the current state')
         in_loop = self._t_last_acted is not None and t - self._t_last_acted <= self.hold.envelope.max_period
         fade = SWITCH_FADE_S if mode == SAFE else self.handback_fade
-        self._fade = (self.law if mode == SAFE else self.hold, t, self.refs.blend, fade) if in_loop else None
+        # a switch while the previous one still fades: the torque applied, a mix of both laws, is what must continue
+        interrupted = self._fade is not None and t - self._fade[1] < self._fade[3]
+        self._fade = (self.law if mode == SAFE else self.hold, t, self.refs.blend, fade,
+                      True if interrupted else None) if in_loop else None
         self.mode = mode
         self.yielding = False
         self._t_on_time = None
@@ -828,10 +832,13 @@ class SafeMode:
 
     def bumpless(self, t, z, zd, tau):
         """The torque to apply: tau (the active law's) while no switch fades, else (1 - w) of the previous law's —
-        evaluated with the reference it tracked — plus w tau."""
+        evaluated with the reference it tracked — plus w tau. A switch during a fade (the states late again while the
+        normal law fades back in) fades from the torque then applied, the mix: the previous law's torque plus the
+        difference at the switch (`carry`, fading with it); from the previous law's alone the torque stepped by up to
+        1 N m (two bursts of late states 1.1 s apart on the De Luca arm, in process)."""
         f = self._fade
         if f is not None:
-            old_law, t_switch, old_blend, fade = f
+            old_law, t_switch, old_blend, fade, carry = f
             s = (t - t_switch) / fade
             if not 0.0 <= s < 1.0:
                 self._fade = None
@@ -842,7 +849,13 @@ class SafeMode:
                     tau_old = old_law(t, z, zd)
                 finally:
                     self.refs.blend = new_blend
+                if carry is True:          # the switch interrupted a fade: start from the torque applied then
+                    carry = self._last_out - tau_old if self._last_out is not None else None
+                    self._fade = (old_law, t_switch, old_blend, fade, carry)
+                if carry is not None:
+                    tau_old = tau_old + carry
                 tau = w * tau + (1.0 - w) * tau_old
+        self._last_out = np.array(tau, dtype=float)
         return tau
 
     def replan(self, t, z, zd, in_loop=True):
