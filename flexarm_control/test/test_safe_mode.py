@@ -224,7 +224,8 @@ def test_a_hand_back_off_the_reference_does_not_ring_the_arm(deluca):
     1 s after the last burst it hands back (returns_unaided) with the arm at rest 0.054 rad off the target. The
     modal law's return from there rang link 1 when timed by rate and acceleration alone (0.62 s): peak tip deflection
     after the hand-back 0.151 m, elbow 0.175 rad off (a CI run over DDS that handed back after 1.0 s in the safe mode
-    ended the elbow 0.43 rad off). Two periods of the lowest elastic mode (1.41 s): measured 0.032 m, 0.078 rad, 0.031 rad at 5 s."""
+    ended the elbow 0.43 rad off). Two periods of the lowest elastic mode (1.41 s): measured 0.032 m, 0.078 rad,
+    0.031 rad at 5 s; with the hand-back's fade over 1.5 periods (1.06 s) 0.031 m, 0.073 rad, 0.005 rad."""
     def delay(t):
         return 0.012 if 0.55 < t < 3.0 and (t % 0.6) < 0.012 else 0.002
     L = Loop(deluca, 'modal')

@@ -73,8 +73,9 @@ stiffest modes); back to the normal law for HANDBACK_MODE_PERIODS periods of the
 (`handback_fade_time`: a raised cosine of duration T leaves a mode of frequency f the residual of a step times
 |cos(pi f T)| / |1 - (2 f T)^2|, 0.92 for 0.2 s on the De Luca arm's 1.42 Hz mode, zero at f T = 1.5; handed back
 mid-move, the modal law takes an arm the hold law let lag, and a 0.2 s fade bent link 1 to 15.4 % of its length
-in process, 9.7 % with 1.06 s, the move's own) — unless the previous law was not in the loop (no state answered for longer than design_period: the
-controller was stopped, the plant restarted; the plant's watchdog release fades then) — and it re-plans from the
+in process, 9.7 % with 1.06 s, the move's own) — unless the previous law was not in the loop (no state answered for
+longer than design_period: the controller was stopped, the plant restarted; the plant's watchdog release fades
+then) — and it re-plans from the
 current state: the reference the active law tracks becomes the user's reference plus
 an offset that starts at the arm's measured position (of the controlled modes: `SafeHoldLaw.slow_joints`; after a
 stall or within a plan at its rate too) and at the reference's rate and acceleration so far (`SafeMode.replan`), and
@@ -854,7 +855,8 @@ class SafeMode:
                     self._fade = (old_law, t_switch, old_blend, fade, carry)
                 if carry is not None:
                     tau_old = tau_old + carry
-                tau = w * tau + (1.0 - w) * tau_old
+                lim = self.law.effort_limit
+                tau = np.clip(w * tau + (1.0 - w) * tau_old, -lim, lim)
         self._last_out = np.array(tau, dtype=float)
         return tau
 
