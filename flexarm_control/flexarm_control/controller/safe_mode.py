@@ -502,6 +502,13 @@ def lowest_elastic_hz(model, design: HoldDesign) -> float:
     return float(f.min()) if f.size else math.inf
 
 
+def lowest_mode_periods(model, design: HoldDesign, periods: float, floor: float) -> float:
+    """s: `periods` periods of the arm's lowest elastic mode (`lowest_elastic_hz`), at least `floor` (a rigid arm:
+    `floor`)."""
+    f = lowest_elastic_hz(model, design)
+    return max(floor, periods / f if math.isfinite(f) else 0.0)
+
+
 def return_time_min(model, design: HoldDesign) -> float:
     """s: the shortest return to the reference after a switch of law: RETURN_MODE_PERIODS periods of the arm's
     lowest elastic mode (`lowest_elastic_hz`), at least BLEND_MIN_S. A rest-to-rest quintic of duration T leaves in a
@@ -509,15 +516,30 @@ def return_time_min(model, design: HoldDesign) -> float:
     at 2 (|int h''(t) e^{-i w t} dt| / w): a return timed by the rate and acceleration limits alone (0.62 s for 0.054
     rad) is f T = 0.88 on the De Luca arm's 1.42 Hz mode — handed back to the modal law 0.054 rad off after the
     move, it bent link 1 to 0.15 m of tip deflection and swung the elbow 0.17 rad (in process); 2 periods: 0.03 m."""
-    f = lowest_elastic_hz(model, design)
-    return max(BLEND_MIN_S, RETURN_MODE_PERIODS / f if math.isfinite(f) else 0.0)
+    return lowest_mode_periods(model, design, RETURN_MODE_PERIODS, BLEND_MIN_S)
 
 
 def handback_fade_time(model, design: HoldDesign) -> float:
     """s: the fade from the hold law's torque to the normal law's when the normal law resumes (`SafeMode.bumpless`):
     HANDBACK_MODE_PERIODS periods of the arm's lowest elastic mode, at least SWITCH_FADE_S."""
-    f = lowest_elastic_hz(model, design)
-    return max(SWITCH_FADE_S, HANDBACK_MODE_PERIODS / f if math.isfinite(f) else 0.0)
+    return lowest_mode_periods(model, design, HANDBACK_MODE_PERIODS, SWITCH_FADE_S)
+
+
+@dataclass
+class Fade:
+    """A switch of law in progress (`SafeMode.bumpless`): the previous law, evaluated with the blend it tracked, fades
+    out over `duration` from t0; `carry`: the applied torque minus the previous law's at the switch, fading with it
+    (set when the switch interrupted another fade; `pending` until the first evaluation after the switch)."""
+
+    law: object
+    t0: float
+    blend: object
+    duration: float
+    pending: bool = False
+    carry: np.ndarray = None
+
+    def running(self, t) -> bool:
+        return 0.0 <= t - self.t0 < self.duration
 
 
 @dataclass
@@ -667,7 +689,7 @@ class SafeMode:
         self.time_in_safe_mode = 0.0
         self._t_entered = None
         self.on_switch = None              # callback(new_mode, t): the runtime's designer hooks
-        self._fade = None                  # (the previous law, switch time, its blend, duration, carry): bumpless
+        self._fade = None                  # Fade: bumpless transfer after a switch
         self._last_out = None              # the torque of the last answer (bumpless)
         self.yielding = False              # in the safe mode, beyond the hold law's envelope: not commanding
         self.yields = 0
@@ -799,11 +821,10 @@ class SafeMode:
             self.law.reset()
             self.log('info', f'{reason}: normal law resumed, returning to the reference from the current state')
         in_loop = self._t_last_acted is not None and t - self._t_last_acted <= self.hold.envelope.max_period
-        fade = SWITCH_FADE_S if mode == SAFE else self.handback_fade
         # a switch while the previous one still fades: the torque applied, a mix of both laws, is what must continue
-        interrupted = self._fade is not None and t - self._fade[1] < self._fade[3]
-        self._fade = (self.law if mode == SAFE else self.hold, t, self.refs.blend, fade,
-                      True if interrupted else None) if in_loop else None
+        interrupted = self._fade is not None and self._fade.running(t)
+        self._fade = Fade(self.law if mode == SAFE else self.hold, t, self.refs.blend,
+                          SWITCH_FADE_S if mode == SAFE else self.handback_fade, interrupted) if in_loop else None
         self.mode = mode
         self.yielding = False
         self._t_on_time = None
@@ -839,22 +860,21 @@ class SafeMode:
         1 N m (two bursts of late states 1.1 s apart on the De Luca arm, in process)."""
         f = self._fade
         if f is not None:
-            old_law, t_switch, old_blend, fade, carry = f
-            s = (t - t_switch) / fade
-            if not 0.0 <= s < 1.0:
+            if not f.running(t):
                 self._fade = None
             else:
-                w = 0.5 - 0.5 * math.cos(math.pi * s)
-                new_blend, self.refs.blend = self.refs.blend, old_blend
+                w = 0.5 - 0.5 * math.cos(math.pi * (t - f.t0) / f.duration)
+                new_blend, self.refs.blend = self.refs.blend, f.blend
                 try:
-                    tau_old = old_law(t, z, zd)
+                    tau_old = f.law(t, z, zd)
                 finally:
                     self.refs.blend = new_blend
-                if carry is True:          # the switch interrupted a fade: start from the torque applied then
-                    carry = self._last_out - tau_old if self._last_out is not None else None
-                    self._fade = (old_law, t_switch, old_blend, fade, carry)
-                if carry is not None:
-                    tau_old = tau_old + carry
+                if f.pending:              # the switch interrupted a fade: start from the torque applied then
+                    f.pending = False
+                    if self._last_out is not None:
+                        f.carry = self._last_out - tau_old
+                if f.carry is not None:
+                    tau_old = tau_old + f.carry
                 lim = self.law.effort_limit
                 tau = np.clip(w * tau + (1.0 - w) * tau_old, -lim, lim)
         self._last_out = np.array(tau, dtype=float)
@@ -880,13 +900,14 @@ class SafeMode:
         _, qd_was, qdd_was = (np.asarray(x, float) for x in active.reference.sample(t))
         refs.blend = None
         q, qd = self.hold.slow_joints(z, zd)
-        p = self.hold.planned(t) if self.mode == SAFE else None
+        planned = self.hold.planned(t)
+        p = planned if self.mode == SAFE else None
         if p is not None:                # the hold law follows the plan: the return is to the plan's joints
             qi = self.hold.qi
             q_r, qd_r = p[0][qi], p[1][qi]
         else:
             q_r, qd_r, qdd_r = active.reference.sample(t)
-        in_plan = p is not None or (self.mode != SAFE and self.hold.planned(t) is not None)
+        in_plan = planned is not None
         e0 = q - np.asarray(q_r, float)
         v0 = (qd_was if in_loop and not in_plan else qd) - np.asarray(qd_r, float)
         a0 = qdd_was - np.asarray(qdd_r, float) if in_loop and p is None else np.zeros_like(e0)
