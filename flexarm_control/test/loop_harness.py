@@ -30,10 +30,13 @@ MOVE = (math.pi / 3, 2.5)          # the standard move: every joint 60 deg in 2.
 
 
 class Loop:
-    def __init__(self, model, kind='modal', rate=500.0, loop_rate=1000.0, plant=None, controller=None):
+    def __init__(self, model, kind='modal', rate=500.0, loop_rate=1000.0, plant=None, controller=None,
+                 plant_model=None):
+        """plant_model: the arm the plant integrates when it is not the controller's `model` (model error)."""
         pv = dict(pconfig.TABLE.defaults(), loop_rate=loop_rate, **{'publish_rates.state': rate})
         pv.update(plant or {})
-        self.plant = PlantRuntime(model, pconfig.resolved(pv, model))
+        arm = model if plant_model is None else plant_model
+        self.plant = PlantRuntime(arm, pconfig.resolved(pv, arm))
         cv = dict(cconfig.TABLES[kind].defaults(), rate=rate)
         cv.update(controller or {})
         self.rt = ControllerRuntime(kind, model, cv)

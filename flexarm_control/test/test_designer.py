@@ -105,7 +105,12 @@ def test_the_process_designs_every_scheduled_law_exactly_as_the_law_and_follows_
             assert w.cache_hits == 1                           # designed: another recipe, another cache entry
         finally:
             law.set_gains(tip_max=tip_max)
-        os.kill(w.pid, signal.SIGKILL)                         # a design process killed between designs
+        # a design process killed between designs, its death not yet seen when the next call starts (the call
+        # fails) - made deterministic: killed, reaped, and its poll() still saying 'running' (the race made real)
+        dead = w._proc
+        os.kill(w.pid, signal.SIGKILL)
+        dead.wait(timeout=60)
+        dead.poll = lambda: None
         with pytest.raises(Exception, match='exited'):
             w.design('law', law, key, law.generation)
         _same(w.design('law', law, key, law.generation), old)  # a new process, the recipe sent to it again

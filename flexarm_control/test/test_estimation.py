@@ -456,15 +456,17 @@ def test_the_accelerometer_allows_for_a_torque_that_changed_within_the_period(de
     filter hundreds of times even at idle (tip_tracking 1210 resets in 3.5 s, modal 760), in lock-step none. The
     reading responds to the torque acting at its instant, while the measured effort is the period's mean: a command
     that reaches the plant within the period makes them differ. In process, the modal law on the estimate, commands
-    reaching the plant 0.5-0.9 ms into the 2 ms period (so the torque changes between the plant's two steps): with
-    the torque's uncertainty in the reading's covariance (runtime._torque_change) no reset and innovations below 6
-    standard deviations (measured 3.5); without it hundreds of resets (measured 773). The accelerometer still helps:
-    the first mode's estimate error is below that of encoders and strain gauges alone (measured 4.4e-4 against
-    7.1e-4)."""
+    reaching the plant 0.5-0.9 ms into the 2 ms period after the two periods of delay the real-time law is designed
+    for (so the torque changes between the plant's two steps): with the torque's uncertainty in the reading's
+    covariance (runtime._torque_change) no reset and innovations below 6 standard deviations (measured 3.96); without
+    it hundreds of resets (measured 752). The accelerometer still helps: the first mode's estimate error is below that
+    of encoders and strain gauges alone (measured 5.7e-4 against 4.1e-3). (Commands acting 3.1-3.5 ms before the
+    design delay - 0.5-0.9 ms after their state, which a stamped command never does - leave the robust delayed design's
+    loop less damped: strain innovations 6.2, first mode 1.8e-3.)"""
     def first_mode_rms(loop):
         e = np.array(loop.modal_error)[:, 0]
         return float(np.sqrt(np.mean(e ** 2)))
-    run = dict(on_estimate=True, jitter=(0.0005, 0.0009))
+    run = dict(on_estimate=True, jitter=(0.0045, 0.0049))
     good = EstimatorLoop(deluca, 'strain_accel').run(3.5, **run)
     assert good.est.resets == 0 and max(good.max_sigma.values()) < 6.0, dict(good.max_sigma)
     strain = EstimatorLoop(deluca, 'strain').run(3.5, **run)

@@ -44,7 +44,12 @@ def test_the_process_plans_what_the_law_plans_refuses_what_it_refuses_and_surviv
         with pytest.raises(PlanError) as by_worker:
             w.plan(too_fast, 0.2, z0, zd0)
         assert str(by_worker.value) == str(refused.value)
-        os.kill(w._proc.pid, signal.SIGKILL)                     # a planner killed between moves
+        # a planner killed between moves, its death not yet seen when the next plan is asked (deterministic: reaped,
+        # its poll() still saying 'running'; otherwise whether that call or the next notices is a race)
+        dead = w._proc
+        os.kill(dead.pid, signal.SIGKILL)
+        dead.wait(timeout=60)
+        dead.poll = lambda: None
         with pytest.raises(PlanningProcessError, match='exited'):
             w.plan(move, 0.2, z0, zd0)
         again = w.plan(move, 0.2, z0, zd0)                        # the next move: a new process

@@ -159,9 +159,12 @@ class WorkerProcess:
                     self._ready = True
                 send.send(request)
                 return self._receive(conn, timeout)
-            except (WorkerProcessError, BrokenPipeError, OSError) as e:
+            except WorkerProcessError as e:
                 self.stop()
                 raise self.error(str(e)) from e
+            except OSError as e:                         # the request's pipe broken: the process died unseen
+                self.stop()
+                raise self.error(f'the {self.what} process exited ({e!r})') from e
             finally:
                 self._busy = False
 

@@ -90,16 +90,32 @@ perturbed arm behind 4 ms, tip RMS, max, ringing): the combined +20 % payload, -
 0.01 m/s) would reach the issue's 5 / 12 / 4 mm (4.33, 10.0, 1.7 mm) at a modal scale range of x0.86-1.10 - the
 trade-off of the lock-step design (test_tip_tracking.py), not taken. The 16 Hz mode keeps its floor (2.1 %); the
 nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewing_beam and spatial_3r: margins as
-before or wider. Not better for the modal law in process (its move saturates the torque and bends the links beyond the model's
-validity, where the linear margins say little; tip RMS with exactly 4 ms, nominal / perturbed arm: 69 / 71 mm,
-certainty-equivalent 59 / 56 mm, lock-step 29.5 / 37.8 mm; 2 ms on the perturbed arm: 88 mm scheduled on the
-reference as in real time, 62 mm certainty-equivalent) and over DDS in real time, robust, it lost the arm in one run
-of one (joint 1 2.7 rad off its reference): the modal law keeps the certainty-equivalent design
-(`robust_delay_design` = 0; its corners stay unstable, radius 1.0078), tip_tracking designs robustly (1). A design
+before or wider. Both laws design robustly (`robust_delay_design` = 1). The modal law kept the
+certainty-equivalent design until it predicted its reference over the delay (below): without that prediction its
+delayed loop tracked the rigid reference half as well as the undelayed one whatever the design (in process, the 30 deg
+move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust, undelayed
+16.0 mm), and over DDS robust it lost the arm once. With it, same runs (tip RMS / max, largest link deflection):
+nominal arm 18.9 / 33.5 mm, 9.4 % (certainty-equivalent 16.4 / 30.7 mm; undelayed 16.0 / 30.0 mm); perturbed arm
+(+20 % payload, -15 % E.I) 21.1 / 38.1 mm, 11.7 % (certainty-equivalent 34.6 / 80.1 mm, 16.9 % - beyond the model's
+validity -, both torques at their limits; undelayed 21.9 / 41.2 mm); actual delays of 2-6 ms (commands unstamped)
+within 0.3 mm of these. A design
 costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
 a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
 process of their own, controller/designer.py); a noise that cannot be mean-square stabilized (or a
 failing Riccati solve) leaves the last gain found and is counted (`robust_unconverged`).
+Reference over the delay (delayed designs; `prediction_periods` m, the whole periods of the input delay): the delayed
+certainty-equivalent gain on (x_k, u_{k-1}, ..) is the undelayed gain on the error predicted m periods ahead by the
+model from the feedback commands issued but not acting yet; that prediction takes the reference for a trajectory of
+the model under its feedforward. A rigid reference under the rigid feedforward is not one (the flexible arm deflects
+under that torque): its defect delta_k = Phi x_r,k + G ff_{k-m} - x_r,k+1 over the delay entered the loop m periods
+late, and the tip tracked 2.2x worse than undelayed (figures above). The law adds it to the prediction, the error fed
+back being e_k + sum_{j<m} Phi^-(1+j) delta_{k+j}, which telescopes to the state predicted with the feedforwards issued
+too, against the reference m periods ahead:
+    u_fb = -K x_k + K Phi^-m x_r(t + m dt) - sum_i K_f,i (ff_{k-i} - tau_eq) - K_u (u_{k-1}, ..)
+(deviations from the linearization point; K_f: `reference_prediction`; G_new and G_old of a fractional delay each where
+it acts), the feedforward sampled for the instant it acts (t + input_delay). For a reference that is a trajectory of
+the sampled model the added terms cancel (test_modal_design); they are feedforward only: the loop's stability and
+margins are the design's. The lock-step (undelayed) law is unchanged.
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
 """
@@ -270,8 +286,9 @@ class ModalLQR(ControlLaw):
     # real time: designed for two periods of delay (module docstring, "Input delay"): stable for actual delays of
     # 0-5 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms (and 5) only
     design_delay_periods = 2
-    # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design")
-    robust_delay_design = 0.0
+    # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design";
+    # with the reference predicted over the delay, "Reference over the delay")
+    robust_delay_design = 1.0
     # the LQR's feedback returns the arm from off its reference (in process, a 0.15 s stall at the start of a 30 deg
     # move: tip 17.7 / 37.4 mm RMS / max handing back after recover_time, 22.5 / 75.1 mm after the hold law's return)
     returns_unaided = True
@@ -318,6 +335,8 @@ class ModalLQR(ControlLaw):
         self.schedule_on = schedule_on
         # feedback parts of the previous commands u_{k-1} .. u_{k-H} (delay-augmented design)
         self._u_hist = np.zeros((self.history, self.n))
+        # the rigid feedforwards of the previous commands ff_{k-1} .. ff_{k-H} (None: filled at the next call)
+        self._ff_hist = None
         self._u_nominal = np.zeros(self.n)
         self.rigid = rigid_model_of(model)
         self.reach = sum(js.link.length + abs(js.offset) for js in model.spec.joints) or 1.0
@@ -438,6 +457,10 @@ class ModalLQR(ControlLaw):
         """(K, K_i, z_eq, tau_eq, K_u (n, n)): K_u, the gain on the previous command, is zero without input_delay.
         With the damping floor: designed again with a larger rate weight on each elastic mode the previous design
         left damped less than MODE_DAMPING_FLOOR (module docstring)."""
+        return self._design_at(q)[0]
+
+    def _design_at(self, q):
+        """(design_delayed's design, (A, B) the linearization it is designed on)."""
         from flexarm_sim.model import linearize
         z_eq, tau_eq = static_equilibrium(self.model, q)
         A, B = linearize(self.model, z_eq, tau_eq).state_space()
@@ -446,7 +469,37 @@ class ModalLQR(ControlLaw):
         K, Ki, Ku = self._design_lqr(A, B, Q, R, err)
         if self.mi.size and self.damping_floor:
             K, Ki, Ku = self._with_damping_floor(A, B, Q, R, z_eq, (K, Ki, Ku), err)
-        return K, Ki, z_eq, tau_eq, Ku
+        return (K, Ki, z_eq, tau_eq, Ku), (A, B)
+
+    @property
+    def prediction_periods(self):
+        """m: the whole periods of the input delay the reference prediction covers (module docstring, "Reference
+        over the delay"); 0 without a delayed design."""
+        if not (self.discrete and self.history):
+            return 0
+        return int(math.floor(self.input_delay / self.dt + 1e-9))
+
+    def reference_prediction(self, K, A, B):
+        """(K_r (n, 2N), K_f (n, H n)) of the delayed law's reference prediction (module docstring, "Reference over
+        the delay"): K_r = K Phi^-m on the reference state m periods ahead, K_f on the rigid feedforwards issued but not
+        yet acting, ff_{k-1} .. ff_{k-H}: K_f,i = K (Phi^-(m-i+1) G_new [i <= m] + Phi^-(m-i+2) G_old [2 <= i <= m+1])."""
+        n, H, m = self.n, self.history, self.prediction_periods
+        Kf = np.zeros((n, n * H))
+        if m == 0:
+            return K.copy(), Kf
+        _, Phi, G_new, G_old = delayed_discretization(A, B, self.dt, self.input_delay)
+        Pinv = np.linalg.inv(Phi)
+        powers = [np.eye(Phi.shape[0])]
+        for _ in range(m + 1):
+            powers.append(powers[-1] @ Pinv)
+        for i in range(1, H + 1):
+            G = np.zeros_like(G_new)
+            if i <= m:
+                G += powers[m - i + 1] @ G_new
+            if 2 <= i <= m + 1:
+                G += powers[m - i + 2] @ G_old
+            Kf[:, (i - 1) * n: i * n] = K @ G
+        return K @ powers[m], Kf
 
     def _model_error(self, q):
         """[(A, B, size)] at q of the arms of ROBUST_ERRORS (the model with its payload and its E.I and G.J scaled),
@@ -591,8 +644,10 @@ class ModalLQR(ControlLaw):
         return g
 
     def design_cell(self, key):
-        """The design of one grid cell (pure: no state of the law changes except the design count)."""
-        return self.design_delayed(np.array(key, dtype=float) * self._params['schedule_step'])
+        """The design of one grid cell (pure: no state of the law changes except the design count):
+        design_delayed's (K, K_i, z_eq, tau_eq, K_u) and the reference prediction's (K_r, K_f)."""
+        design, (A, B) = self._design_at(np.array(key, dtype=float) * self._params['schedule_step'])
+        return design + self.reference_prediction(design[0], A, B)
 
     def design_recipe(self):
         """(class, keyword arguments): `cls(load_model(self.model.spec), **kwargs).design_cell(key)` equals
@@ -614,7 +669,7 @@ class ModalLQR(ControlLaw):
         return self._generation
 
     def _gain_for(self, q):
-        """(K, K_i, z_eq, tau_eq, K_u) at q: multilinear interpolation between the designs at the corners of q's
+        """(K, K_i, z_eq, tau_eq, K_u, K_r, K_f) at q (`design_cell`): multilinear interpolation between the designs at the corners of q's
         grid cell (2^n designs per cell, each cached), so the torque does not jump when q crosses a cell
         boundary (a nearest-cell schedule put steps of ~0.02 N m into the De Luca elbow torque at every
         crossing, 10 % of its range). Once all corners of a cell are designed, the cell's designs are kept
@@ -676,24 +731,40 @@ class ModalLQR(ControlLaw):
         super().reset()
         self.xi[:] = 0.0
         self._u_hist[:] = 0.0
+        self._ff_hist = None
 
     # ------------------------------------------------------------------ law
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
-        K, Ki, z_eq, tau_eq, Ku = self._gain_for(q_d if self.schedule_on == 'reference' else z[self.qi])
-        N = self.model.n_coords
-        dz = z - z_eq
-        dz[self.qi] = z[self.qi] - q_d
-        dzd = zd.copy()
-        dzd[self.qi] -= qd_d
+        K, Ki, z_eq, tau_eq, Ku, Kr, Kf = self._gain_for(q_d if self.schedule_on == 'reference' else z[self.qi])
         e = z[self.qi] - q_d
         self._e = e
         self._xi_prev = self.xi.copy()
         if self.integral and not (np.any(qd_d != 0) or np.any(qdd_d != 0)):
             self.xi = self.xi + self._elapsed(t) * e
-        tau = -K @ np.concatenate([dz, dzd]) - Ki @ self.xi
-        if self.history:
-            tau = tau - Ku @ self._u_hist.ravel()
-        nominal = self.rigid.inverse_dynamics(q_d, qd_d, qdd_d) if self.feedforward else tau_eq
+        m = self.prediction_periods
+        if m:
+            # delayed: the feedforward for the instant it acts; the error predicted over the delay with the rigid
+            # feedforwards issued but not yet acting (module docstring, "Reference over the delay")
+            q_a, qd_a, qdd_a = (np.asarray(x, dtype=float) for x in self.reference.sample(t + self.input_delay))
+            nominal = self.rigid.inverse_dynamics(q_a, qd_a, qdd_a) if self.feedforward else tau_eq
+            if self._ff_hist is None:
+                self._ff_hist = np.tile(nominal, (self.history, 1))
+            q_p, qd_p, _ = self.reference.sample(t + m * self.dt)
+            N = self.model.n_coords
+            xr = np.zeros(2 * N)
+            xr[self.qi] = np.asarray(q_p, dtype=float) - z_eq[self.qi]
+            xr[N + self.qi] = qd_p
+            tau = (-K @ np.concatenate([z - z_eq, zd]) + Kr @ xr - Kf @ (self._ff_hist - tau_eq).ravel()
+                   - Ki @ self.xi - Ku @ self._u_hist.ravel())
+        else:
+            dz = z - z_eq
+            dz[self.qi] = e
+            dzd = zd.copy()
+            dzd[self.qi] -= qd_d
+            tau = -K @ np.concatenate([dz, dzd]) - Ki @ self.xi
+            if self.history:
+                tau = tau - Ku @ self._u_hist.ravel()
+            nominal = self.rigid.inverse_dynamics(q_d, qd_d, qdd_d) if self.feedforward else tau_eq
         self._u_nominal = nominal
         return tau + nominal
 
@@ -703,6 +774,9 @@ class ModalLQR(ControlLaw):
         if self.history:
             self._u_hist[1:] = self._u_hist[:-1].copy()
             self._u_hist[0] = sat - self._u_nominal
+            if self._ff_hist is not None:
+                self._ff_hist[1:] = self._ff_hist[:-1].copy()
+                self._ff_hist[0] = self._u_nominal
         if not self.integral:
             return
         Ki = self._active_Ki

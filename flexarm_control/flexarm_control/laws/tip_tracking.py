@@ -34,7 +34,6 @@ def plan_with(model, dt, options, reference, t_now=None, z=None, zd=None):
 
 class TipTracking(ModalLQR):
     name = 'tip_tracking'
-    robust_delay_design = 1.0          # laws/modal.py "Robust delay design" (the modal law keeps the certainty-equivalent)
     tip_max_per_reach = TIP_MAX_PER_REACH
     GAINS = dict({k: v for k, v in ModalLQR.GAINS.items() if k != 'feedforward'},
                  tip_max=Param(DERIVED, ModalLQR.GAINS['tip_max'].check, 'm, allowed tip error (Bryson weight); not '
@@ -111,10 +110,10 @@ class TipTracking(ModalLQR):
             zs, zds, tau_s = plan.sample(t)
             if self.input_delay > 0:
                 tau_s = plan.sample(t + self.input_delay)[2]
-            K, _, _, _, Ku = self._gain_for(zs[self.qi])
+            K, _, _, _, Ku = self._gain_for(zs[self.qi])[:5]
             dev = np.concatenate([z - zs, zd - zds])
         else:
-            K, _, z_eq, tau_s, Ku = self._gain_for(q_d)
+            K, _, z_eq, tau_s, Ku = self._gain_for(q_d)[:5]
             zs = z_eq.copy()
             zs[self.qi] = q_d
             zds = np.zeros_like(zd)
