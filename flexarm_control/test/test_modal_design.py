@@ -207,7 +207,7 @@ def _closed_loop_damping(law, model, q):
     """[(Hz, damping ratio)] of the oscillating modes of the sampled closed loop (the model linearized in static
     equilibrium at q, zero-order hold at the law's period, the command acting after the law's input delay: state
     (x, u_prev)) under the law's gain at q."""
-    from flexarm_control.laws.modal import _zoh
+    from flexarm_sim.model import zero_order_hold as _zoh
     from flexarm_sim.model import linearize
     from flexarm_sim.model.equilibrium import static_equilibrium
     K, _, _, _, Ku = law.design_delayed(np.asarray(q, dtype=float))
@@ -259,23 +259,14 @@ def test_without_the_floor_the_de_luca_16_hz_mode_is_all_but_undamped(models):
     assert floored[16] >= 0.01
 
 
-def _sampled(A, B, h):
-    """(e^{A h}, int_0^h e^{As} ds B) by the exponential of the block matrix [[A, B], [0, 0]] h (written here: the
-    law's own `delayed_discretization` is what is checked)."""
-    import scipy.linalg
-    n, m = B.shape
-    M = np.zeros((n + m, n + m))
-    M[:n, :n], M[:n, n:] = A, B
-    E = scipy.linalg.expm(M * h)
-    return E[:n, :n], E[:n, n:]
-
-
 @pytest.mark.parametrize('delay_periods', [1.0, 2.0, 2.5])
 def test_the_reference_prediction_cancels_on_a_trajectory_of_the_model(models, delay_periods):
     """laws/modal.py "Reference over the delay": for a reference that is a trajectory of the sampled model under the
     feedforwards issued (the defect zero), the predicted terms K_r x_r(t + m dt) - sum_i K_f,i ff_{k-i} equal K x_r(t):
     the law feeds back exactly the current error. The trajectory is integrated here from the continuous linearization,
-    each period split where the delayed commands change (at f = delay - m dt), the input a random sequence."""
+    each period split where the delayed commands change (at f = delay - m dt: the exact sampled solution of each
+    piece), the input a random sequence - not through the law's delayed_discretization."""
+    from flexarm_sim.model import zero_order_hold
     model = models['deluca_two_link']
     delay = delay_periods * DT
     law = ModalLQR(model, dt=DT, input_delay=delay, robust=0.0)
@@ -294,9 +285,9 @@ def test_the_reference_prediction_cancels_on_a_trajectory_of_the_model(models, d
         new = u[k - m] if k - m >= 0 else np.zeros(n)
         xk = x[-1]
         if f > 0:
-            E, G = _sampled(A, B, f)
+            E, G = zero_order_hold(A, B, f)
             xk = E @ xk + G @ old
-        E, G = _sampled(A, B, DT - f)
+        E, G = zero_order_hold(A, B, DT - f)
         x.append(E @ xk + G @ new)
     worst = 0.0
     for k in range(H + 1, 59 - m):

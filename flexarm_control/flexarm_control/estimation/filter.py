@@ -33,7 +33,7 @@ import numpy as np
 import scipy.linalg
 from numba import njit
 
-from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step
+from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step, zero_order_hold
 from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.model.kernels import INTERNAL, KERNEL_NO_NRT, forward_dynamics, kernel, link_frames
 from flexarm_sim.model.sensing import TIP_ACCEL_STEP, SensorSet, strain_matrix
@@ -246,10 +246,7 @@ class ModalKalmanFilter:
         lin = linearize(model, z_eq, tau_eq)
         A, _ = lin.state_space()
         Bw = np.vstack([np.zeros((N, N)), np.linalg.inv(lin.mass)])
-        M = np.zeros((3 * N, 3 * N))
-        M[:2 * N, :2 * N], M[:2 * N, 2 * N:] = A, Bw
-        E = scipy.linalg.expm(M * dt)
-        Phi, Gam = E[:2 * N, :2 * N], E[:2 * N, 2 * N:]
+        Phi, Gam = zero_order_hold(A, Bw, dt)
         w = np.full(N, self.noise.modal_force ** 2)
         w[self.qi] = self.noise.torque ** 2
         Q = Gam @ np.diag(w) @ Gam.T

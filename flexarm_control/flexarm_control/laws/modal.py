@@ -128,6 +128,7 @@ import math
 import numpy as np
 import scipy.linalg
 
+from flexarm_sim.model import zero_order_hold
 from flexarm_sim.model.equilibrium import static_equilibrium  # noqa: F401  (re-exported: laws API)
 
 from flexarm_sim.common.params import DERIVED, Param, boolean, float_range
@@ -163,22 +164,14 @@ def tip_jacobian(model, z, eps=1e-6):
     return C
 
 
-def _zoh(A, B, dt):
-    n, m = B.shape
-    M = np.zeros((n + m, n + m))
-    M[:n, :n], M[:n, n:] = A, B
-    E = scipy.linalg.expm(M * dt)
-    return E[:n, :n], E[:n, n:]
-
-
 def delayed_discretization(A, B, T, d):
     """(m, Phi, G_new, G_old) of x' = A x + B u sampled every T with the input acting d = m T + f late:
     x_{k+1} = Phi x_k + G_old u_{k-m-1} + G_new u_{k-m} (G_old: the older input, over [0, f); zero when f = 0)."""
     m = int(math.floor(d / T + 1e-9))
     f = max(d - m * T, 0.0)
-    Phi, _ = _zoh(A, B, T)
-    E_new, G_new = _zoh(A, B, T - f)
-    _, G_f = _zoh(A, B, f)
+    Phi, _ = zero_order_hold(A, B, T)
+    E_new, G_new = zero_order_hold(A, B, T - f)
+    _, G_f = zero_order_hold(A, B, f)
     return m, Phi, G_new, E_new @ G_f
 
 
@@ -561,7 +554,7 @@ class ModalLQR(ControlLaw):
             Aa, Ba = delay_augmented(delayed_discretization(A, B, self.dt, self.input_delay), self.history)
             Acl = Aa - Ba @ np.hstack([K, Ku])
         else:
-            Ad, Bd = _zoh(A, B, self.dt)
+            Ad, Bd = zero_order_hold(A, B, self.dt)
             Acl = Ad - Bd @ K
         lam = np.linalg.eigvals(Acl)
         out = {}
@@ -612,7 +605,7 @@ class ModalLQR(ControlLaw):
                 self.robust_unconverged += not converged
             K, Ku = Ka[:, :nx], Ka[:, nx:]
         elif self.discrete:
-            Ad, Bd = _zoh(A, B, self.dt)
+            Ad, Bd = zero_order_hold(A, B, self.dt)
             P = scipy.linalg.solve_discrete_are(Ad, Bd, Q, R)
             K = np.linalg.solve(R + Bd.T @ P @ Bd, Bd.T @ P @ Ad)
         else:

@@ -41,6 +41,18 @@ class Linearization:
         return A, B
 
 
+def zero_order_hold(A, B, dt):
+    """(Phi, Gamma) of x' = A x + B u sampled every dt with u held: Phi = e^{A dt}, Gamma = int_0^dt e^{As} ds B, both
+    from one exponential of the block matrix [[A, B], [0, 0]] dt (Van Loan 1978). The one discretization of the
+    package: the laws' designs, the estimator's prediction, the observability analysis."""
+    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
+    nx, nu = B.shape
+    M = np.zeros((nx + nu, nx + nu))
+    M[:nx, :nx], M[:nx, nx:] = A, B
+    E = scipy.linalg.expm(M * dt)
+    return E[:nx, :nx], E[:nx, nx:]
+
+
 def linearize(model, z0, tau0=None, eps=1e-6, coulomb_slope=False) -> Linearization:
     """Linearize J z'' = R about (z0, 0, tau0) by central differences of R.
 

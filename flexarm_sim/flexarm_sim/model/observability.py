@@ -29,7 +29,7 @@ import numpy as np
 import scipy.linalg
 
 from .equilibrium import static_equilibrium
-from .linearize import linearize, whole_arm_modes
+from .linearize import linearize, whole_arm_modes, zero_order_hold
 from .sensing import SensorSet, tip_frame_jacobians
 
 RANK_TOL = 1e-10          # relative eigenvalue threshold of the scaled Gramian
@@ -86,12 +86,8 @@ def discrete_model(model, q, dt):
     """(Phi, Gamma, lin) of the arm linearized at its static equilibrium at q, zero-order hold over dt."""
     z_eq, tau_eq = static_equilibrium(model, np.asarray(q, dtype=float))
     lin = linearize(model, z_eq, tau_eq)
-    A, B = lin.state_space()
-    nx, nu = B.shape
-    M = np.zeros((nx + nu, nx + nu))
-    M[:nx, :nx], M[:nx, nx:] = A, B
-    E = scipy.linalg.expm(M * dt)
-    return E[:nx, :nx], E[:nx, nx:], lin
+    Phi, Gamma = zero_order_hold(*lin.state_space(), dt)
+    return Phi, Gamma, lin
 
 
 def gramian(Phi, C, Rinv, steps: int) -> np.ndarray:
