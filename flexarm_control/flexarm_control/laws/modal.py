@@ -213,6 +213,19 @@ ROBUST_ITERATIONS = 100
 ROBUST_TOLERANCE = 1e-6
 
 
+def lqr(A, B, Q, R):
+    """(K, P): u = -K x minimizing int x'Qx + u'Ru for x' = A x + B u (continuous Riccati equation; K = R^-1 B'P)."""
+    P = scipy.linalg.solve_continuous_are(A, B, Q, R)
+    return np.linalg.solve(R, B.T @ P), P
+
+
+def dlqr(A, B, Q, R):
+    """(K, P): u_k = -K x_k minimizing sum x'Qx + u'Ru for x_{k+1} = A x_k + B u_k (discrete Riccati equation;
+    K = (R + B'PB)^-1 B'PA)."""
+    P = scipy.linalg.solve_discrete_are(A, B, Q, R)
+    return np.linalg.solve(R + B.T @ P @ B, B.T @ P @ A), P
+
+
 def multiplicative_noise_lqr(A, B, Q, R, D, iterations=ROBUST_ITERATIONS, tol=ROBUST_TOLERANCE):
     """(K, converged): the gain u = -K x minimizing E sum x'Qx + u'Ru for x+ = (A + sum_i w_i dA_i) x +
     (B + sum_i w_i dB_i) u, D = [(dA_i, dB_i)], the w_i independent, zero mean, unit variance (the LQR with
@@ -593,8 +606,7 @@ class ModalLQR(ControlLaw):
             Qa = np.zeros_like(Aa)
             Qa[:nx, :nx] = Q
             if err is None:
-                P = scipy.linalg.solve_discrete_are(Aa, Ba, Qa, R)
-                Ka = np.linalg.solve(R + Ba.T @ P @ Ba, Ba.T @ P @ Aa)
+                Ka = dlqr(Aa, Ba, Qa, R)[0]
             else:
                 # the error of the sampled, delay-augmented loop (the exact discretization of the erring arm)
                 noise = []
@@ -605,12 +617,9 @@ class ModalLQR(ControlLaw):
                 self.robust_unconverged += not converged
             K, Ku = Ka[:, :nx], Ka[:, nx:]
         elif self.discrete:
-            Ad, Bd = zero_order_hold(A, B, self.dt)
-            P = scipy.linalg.solve_discrete_are(Ad, Bd, Q, R)
-            K = np.linalg.solve(R + Bd.T @ P @ Bd, Bd.T @ P @ Ad)
+            K = dlqr(*zero_order_hold(A, B, self.dt), Q, R)[0]
         else:
-            P = scipy.linalg.solve_continuous_are(A, B, Q, R)
-            K = np.linalg.solve(R, B.T @ P)
+            K = lqr(A, B, Q, R)[0]
         self.n_designs += 1
         Ki = K[:, 2 * N:] if self.integral else np.zeros((n, n))
         return K[:, :2 * N].copy(), Ki.copy(), Ku.copy()
