@@ -58,7 +58,7 @@ def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_desig
     """Why the modal laws design for two periods of delay in real time (ModalLQR.design_delay_periods): over DDS the
     actual delay varies (a few ms, more behind a stall). On the De Luca arm at the start, middle and end of the standard
     move, the loop designed for two periods (4 ms) is stable for every actual delay from 0 to 8 ms with the robust
-    design (both laws; the certainty-equivalent one: 0-5 and 7 ms); the certainty-equivalent design for one period is unstable
+    design (tip_tracking), 0-5 and 7 ms with the certainty-equivalent one (modal); the certainty-equivalent design for one period is unstable
     without delay and at 4 ms (1.36, 1.20), and so is a fractional 5 ms design at 4 ms (the integer designs are the
     robust ones; the robust one-period design: 1-3 and 5 ms). The delayed loop here (delay_augmented) is checked against the one-period
     formulation of test_every_closed_loop_mode_is_damped_at_least_the_floor at 2 ms."""
@@ -70,8 +70,8 @@ def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_desig
         assert rt.input_delay == pytest.approx(2 * DT) and rt.law.input_delay == pytest.approx(2 * DT)
         qs = _configurations(model)
         remembering_designs(rt.law)
-        # the robust design: 0-8 ms
-        for d in np.arange(0.0, 0.0081, 0.001):
+        # tip_tracking (robust design): 0-8 ms; modal (certainty-equivalent): 0-5 and 7 ms
+        for d in np.arange(0.0, 0.0081, 0.001) if kind == 'tip_tracking' else [0.001 * k for k in (0, 1, 2, 3, 4, 5, 7)]:
             assert max(closed_loop_radius(rt.law, model, q, input_delay=d) for q in qs) < 1.0, (kind, d)
         # the certainty-equivalent designs (robust=0: the delayed LQR on the model alone)
         one = law_class(model, dt=DT, input_delay=DT, robust=0.0)
@@ -99,16 +99,20 @@ def test_the_real_time_design_is_robust_to_payload_stiffness_modal_scale_and_del
     """The real-time design (two periods of delay, laws/modal.py "Robust delay design"), De Luca arm, start, middle
     and end of the standard move. The certainty-equivalent delayed LQR (robust=0) loses the payload x stiffness
     corners (+-20 %, +-15 %: radius 1.0066 tip_tracking, 1.0078 modal; the +20 % payload / -15 % E.I arm's 2-3 Hz
-    whole-arm modes undamped) and every corner at every actual delay 0-10 ms; the robust design (both laws) keeps every
-    corner stable for actual delays of 0-7 ms (measured radius <= 0.9994; 8 ms: 1.011), modal-coordinate scales 0.85
-    and 1.14 (measured range x0.80-1.147 tip_tracking - short of 1.15: 1.0019 there -, x0.78-1.17 modal; the
+    whole-arm modes undamped) and every corner at every actual delay 0-10 ms; the robust design keeps every corner
+    stable for actual delays of 0-7 ms (measured radius <= 0.9994; 8 ms: 1.011), modal-coordinate scales 0.85 and
+    1.14 (measured range x0.80-1.147 tip_tracking - short of 1.15: 1.0019 there -, x0.78-1.17 modal; the
     certainty-equivalent x0.80-1.08) and, in the nominal loop, the damping floor."""
     from flexarm_control.controller import config as cconfig
     from flexarm_control.controller.runtime import ControllerRuntime
     model = models['deluca_two_link']
     qs = _configurations(model)
     corners = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
-    for kind, law_class in (('modal', ModalLQR), ('tip_tracking', TipTracking)):
+    # the modal law keeps the certainty-equivalent design (robust, it was lost over DDS in real time: one run of one,
+    # joint 1 2.7 rad off; in process 69 mm against 59 at the design delay); tip_tracking designs robustly
+    modal = ControllerRuntime('modal', model, dict(cconfig.TABLES['modal'].defaults(), rate=1 / DT)).law
+    assert modal.input_delay == pytest.approx(2 * DT) and modal.robust == 0.0
+    for kind, law_class in (('tip_tracking', TipTracking),):
         rt = ControllerRuntime(kind, model, dict(cconfig.TABLES[kind].defaults(), rate=1 / DT))
         law = remembering_designs(rt.law)
         assert law.input_delay == pytest.approx(2 * DT) and law.robust == 1.0
@@ -299,34 +303,33 @@ def test_the_reference_prediction_cancels_on_a_trajectory_of_the_model(models, d
 
 
 def test_the_delayed_modal_law_tracks_its_reference_as_the_undelayed_one(models):
-    """In process (loop_harness: the plant and controller runtimes), the 30 deg move of the De Luca arm, the commands
-    stamped to act exactly their design delay after their state, as in real time. Without the reference prediction the
-    4 ms law tracked 2.2x worse than the undelayed one (tip RMS 34.5 against 16.0 mm) and its certainty-equivalent
-    design lost the perturbed arm (+20 % payload, -15 % E.I: both torques saturated, 16.9 % deflection). Measured now
-    (tip RMS / max): nominal 18.9 / 33.5 mm (undelayed 16.0 / 30.0), perturbed 21.1 / 38.1 mm at 11.7 % (undelayed
-    21.9 / 41.2 mm). Asserted: within 1.3x of the undelayed loop, on both arms; the perturbed arm within the model's
-    validity and the torque below its limits."""
+    """In process (loop_harness: the plant and controller runtimes), commands stamped to act exactly their design delay
+    after their state, as in real time. De Luca arm, 30 deg move, 4 ms: without the reference prediction the delayed
+    law tracked 2.2x worse than the undelayed one (tip RMS 34.5 against 16.0 mm); with it 16.4 mm. The slewing beam
+    through a 100 Hz loop (20 ms; test/test_estimator_node.py's hardware-in-the-loop rate), 0.5 rad in 2 s: 0.86 mm.
+    The prediction is the certainty-equivalent design's: with the robust gain K Phi^-m is ill-conditioned (slewing beam
+    at 100 Hz: |K Phi^-2| 1.4e4 against |K| 1.0e3) and the same run missed the tip by 240 mm, so a robust delayed
+    design does not predict (prediction_periods 0; without it that run: 5.2 mm)."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parent))
     from loop_harness import Loop
-    model = models['deluca_two_link']
-    perturbed = perturbed_model(model.spec, 1.2, 0.85)
 
-    def run(delay, plant):
-        loop = Loop(model, 'modal', controller={'input_delay': delay}, plant_model=plant)
+    def run(model, delay, rate, angle, T):
+        loop = Loop(model, 'modal', rate=rate, controller={'input_delay': delay})
         loop.rt.safe_mode_applies = False
-        loop.move(0.5, angle=math.radians(30))
+        loop.move(0.5, angle=angle, T=T)
         ref = loop.rt.law.references.active
-        loop.run(4.0, delay=lambda t: delay, stamped=True)
+        loop.run(0.5 + T + 1.5, delay=lambda t: delay, stamped=True)
         t, e = loop.tip_errors(ref)
-        n = model.n_joints
-        tau = np.abs(loop.array()[:, 2 + n: 2 + 2 * n]).max()           # rows: t, q, tip deflection, tau
-        return float(np.sqrt(np.mean(e[t > 0.5] ** 2))), loop.largest_relative_deflection().max(), tau, loop.rt.law
+        return float(np.sqrt(np.mean(e[t > 0.5] ** 2))), loop.largest_relative_deflection().max(), loop.rt.law
 
-    for plant in (model, perturbed):
-        rms0, _, _, _ = run(0.0, plant)
-        rms, deflection, tau, law = run(2 * DT, plant)
-        assert law.prediction_periods == 2 and law.robust == 1.0
-        assert rms <= 1.3 * rms0, (plant is perturbed, rms, rms0)
-        assert deflection < 0.13 and tau < 0.8 * law.effort_limit.min(), (plant is perturbed, deflection, tau)
+    deluca = models['deluca_two_link']
+    rms0, _, _ = run(deluca, 0.0, 1 / DT, math.radians(30), 2.5)
+    rms, deflection, law = run(deluca, 2 * DT, 1 / DT, math.radians(30), 2.5)
+    assert law.prediction_periods == 2 and law.robust == 0.0
+    assert rms <= 1.1 * rms0 and deflection < 0.1, (rms, rms0, deflection)
+    beam = models['slewing_beam']
+    rms, _, law = run(beam, 0.02, 100.0, 0.5, 2.0)
+    assert law.prediction_periods == 2 and rms < 0.002, rms
+    assert ModalLQR(beam, dt=0.01, input_delay=0.02, robust=1.0).prediction_periods == 0

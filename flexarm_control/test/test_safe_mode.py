@@ -370,8 +370,8 @@ def test_an_isolated_stall_hands_back_to_a_law_that_returns_unaided(deluca):
     the arm back by itself (`returns_unaided`), so after recover_time of states with no late one the safe mode hands
     back, the return re-planned from the arm's state, instead of holding the move on the hold law until the return
     ends. Measured (tip RMS / max over 0.5-6.5 s against the desired tip path), the stall at 0.6 s: 1.00 s on the hold
-    law, 38.6 / 103 mm; the hold law keeping the arm until its return ends: 48.9 / 103 mm. Stalls at 0.9-2.7 s (0.3 s
-    apart): 16.3-44.1 mm handing back, 16.4-47.4 mm kept, never worse by more than 0.1 mm (the law without its reference
+    law, 38.0 / 103 mm; the hold law keeping the arm until its return ends: 48.5 / 103 mm. Stalls at 0.9-2.7 s (0.3 s
+    apart): 14.3-42.6 mm handing back, 14.4-45.9 mm kept, never worse by more than 0.1 mm (the law without its reference
     prediction over the delay: 12.8 mm at 0.6 s - a lucky instant -, 31.5-140 mm at the others). pd_servo's soft gains
     do not return the arm: its hold law brings the arm back first (3.5 s)."""
     L, rms, peak = _stall_at_the_start(deluca, 'modal')

@@ -90,15 +90,14 @@ perturbed arm behind 4 ms, tip RMS, max, ringing): the combined +20 % payload, -
 0.01 m/s) would reach the issue's 5 / 12 / 4 mm (4.33, 10.0, 1.7 mm) at a modal scale range of x0.86-1.10 - the
 trade-off of the lock-step design (test_tip_tracking.py), not taken. The 16 Hz mode keeps its floor (2.1 %); the
 nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewing_beam and spatial_3r: margins as
-before or wider. Both laws design robustly (`robust_delay_design` = 1). The modal law kept the
-certainty-equivalent design until it predicted its reference over the delay (below): without that prediction its
-delayed loop tracked the rigid reference half as well as the undelayed one whatever the design (in process, the 30 deg
-move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust, undelayed
-16.0 mm), and over DDS robust it lost the arm once. With it, same runs (tip RMS / max, largest link deflection):
-nominal arm 18.9 / 33.5 mm, 9.4 % (certainty-equivalent 16.4 / 30.7 mm; undelayed 16.0 / 30.0 mm); perturbed arm
-(+20 % payload, -15 % E.I) 21.1 / 38.1 mm, 11.7 % (certainty-equivalent 34.6 / 80.1 mm, 16.9 % - beyond the model's
-validity -, both torques at their limits; undelayed 21.9 / 41.2 mm); actual delays of 2-6 ms (commands unstamped)
-within 0.3 mm of these. A design
+before or wider. The modal law keeps the certainty-equivalent design (`robust_delay_design` = 0; its De Luca corners
+stay unstable, radius 1.0078): its reference prediction (below) needs it. Without that prediction its delayed loop
+tracked the rigid reference half as well as the undelayed one whatever the design (in process, the 30 deg move, the
+command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust, undelayed 16.0 mm);
+with it 16.4 / 30.7 mm (robust with the prediction 18.9 / 33.5 mm, and on the +20 % payload / -15 % E.I arm 21.1 /
+38.1 mm at 11.7 % where the certainty-equivalent one saturates: 34.6 / 80.1 mm, 16.9 %) - but a robust K makes the
+prediction's K Phi^-m ill-conditioned (slewing beam at 100 Hz, 20 ms: |K Phi^-2| 1.4e4 against |K| 1.0e3, tip 240 mm
+off; certainty-equivalent 0.86 mm), so a robust delayed design does not predict (`prediction_periods` 0). A design
 costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
 a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
 process of their own, controller/designer.py); a noise that cannot be mean-square stabilized (or a
@@ -115,7 +114,9 @@ too, against the reference m periods ahead:
 (deviations from the linearization point; K_f: `reference_prediction`; G_new and G_old of a fractional delay each where
 it acts), the feedforward sampled for the instant it acts (t + input_delay). For a reference that is a trajectory of
 the sampled model the added terms cancel (test_modal_design); they are feedforward only: the loop's stability and
-margins are the design's. The lock-step (undelayed) law is unchanged.
+margins are the design's. The lock-step (undelayed) law is unchanged. K Phi^-m is the certainty-equivalent design's
+own undelayed gain (its K is K_0 Phi^m, and then K_f = K_u); a robust K has no such factor and K Phi^-m amplifies
+Phi^-m's growth along the damped modes: robust delayed designs (tip_tracking) do not predict.
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
 """
@@ -292,9 +293,10 @@ class ModalLQR(ControlLaw):
     # real time: designed for two periods of delay (module docstring, "Input delay"): stable for actual delays of
     # 0-5 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms (and 5) only
     design_delay_periods = 2
-    # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design";
-    # with the reference predicted over the delay, "Reference over the delay")
-    robust_delay_design = 1.0
+    # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design"):
+    # the modal law keeps the certainty-equivalent design, whose reference prediction ("Reference over the delay")
+    # is well conditioned
+    robust_delay_design = 0.0
     # the LQR's feedback returns the arm from off its reference (in process, a 0.15 s stall at the start of a 30 deg
     # move: tip 17.7 / 37.4 mm RMS / max handing back after recover_time, 22.5 / 75.1 mm after the hold law's return)
     returns_unaided = True
@@ -480,8 +482,9 @@ class ModalLQR(ControlLaw):
     @property
     def prediction_periods(self):
         """m: the whole periods of the input delay the reference prediction covers (module docstring, "Reference
-        over the delay"); 0 without a delayed design."""
-        if not (self.discrete and self.history):
+        over the delay"); 0 without a delayed design, and for a robust one (K Phi^-m is the certainty-equivalent
+        design's undelayed gain; with a robust K it is ill-conditioned)."""
+        if not (self.discrete and self.history) or self.robust > 0:
             return 0
         return int(math.floor(self.input_delay / self.dt + 1e-9))
 
