@@ -150,9 +150,27 @@ def test_the_multiplicative_noise_lqr_against_a_scalar_solution():
     k0, ok0 = multiplicative_noise_lqr(np.array([[a]]), np.array([[b]]), np.array([[q]]), np.array([[r]]), [])
     p0 = max(np.roots([b * b, r - q * b * b - a * a * r, -q * r]).real)
     assert ok0 and k0[0, 0] == pytest.approx(a * b * p0 / (r + b * b * p0), rel=1e-8)
-    _, bad = multiplicative_noise_lqr(np.array([[a]]), np.array([[b]]), np.array([[q]]), np.array([[r]]),
-                                      [(np.array([[1.1]]), np.zeros((1, 1)))])
-    assert not bad
+    k_bad, bad = multiplicative_noise_lqr(np.array([[a]]), np.array([[b]]), np.array([[q]]), np.array([[r]]),
+                                          [(np.array([[1.1]]), np.zeros((1, 1)))])
+    assert not bad and k_bad[0, 0] == k0[0, 0]            # not mean-square stabilizable: the noiseless gain
+
+
+def test_a_robust_design_that_does_not_converge_falls_back_to_a_smaller_noise(models):
+    """laws/modal.py ROBUST_FALLBACK_SCALES: the slewing beam sampled at 100 Hz behind 20 ms is not mean-square
+    stabilizable at the full noise sizes (its 3rd clamped mode's -15 % E.I error); the fixed point's last iterate there
+    was taken as the gain: joint gain 0.003 N m/rad against 19.0 certainty-equivalent (the tracking test's 240 mm).
+    Now the noise is halved (it converges there: joint gain 17.9), and the design is counted as not fully robust."""
+    beam = models['slewing_beam']
+    law = ModalLQR(beam, dt=0.01, input_delay=0.02, robust=1.0)
+    ce = ModalLQR(beam, dt=0.01, input_delay=0.02, robust=0.0)
+    K = law.design_cell((3,))[0]
+    K_ce = ce.design_cell((3,))[0]
+    assert law.robust_unconverged == 1 and ce.robust_unconverged == 0
+    assert 0.5 * K_ce[0, 0] < K[0, 0] < K_ce[0, 0], (K[0, 0], K_ce[0, 0])
+    # the same design at 500 Hz / 4 ms converges at the full size
+    fast = ModalLQR(beam, dt=0.002, input_delay=0.004, robust=1.0)
+    fast.design_cell((3,))
+    assert fast.robust_unconverged == 0
 
 
 def test_a_delayed_command_acts_exactly_its_delay_after_its_state():

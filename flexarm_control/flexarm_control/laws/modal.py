@@ -100,8 +100,11 @@ prediction's K Phi^-m ill-conditioned (slewing beam at 100 Hz, 20 ms: |K Phi^-2|
 off; certainty-equivalent 0.86 mm), so a robust delayed design does not predict (`prediction_periods` 0). A design
 costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
 a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
-process of their own, controller/designer.py); a noise that cannot be mean-square stabilized (or a
-failing Riccati solve) leaves the last gain found and is counted (`robust_unconverged`).
+process of their own, controller/designer.py). A noise that cannot be mean-square stabilized (or a failing Riccati
+solve) is halved, then quartered (ROBUST_FALLBACK_SCALES), at worst the certainty-equivalent gain, and counted
+(`robust_unconverged`): the slewing beam sampled at 100 Hz behind 20 ms is not stabilizable at the full sizes, and the
+fixed point's last iterate, which was taken as the gain, had a joint gain of 0.003 N m/rad (certainty-equivalent 19.0;
+halved: 17.9).
 Reference over the delay (delayed designs; `prediction_periods` m, the whole periods of the input delay): the delayed
 certainty-equivalent gain on (x_k, u_{k-1}, ..) is the undelayed gain on the error predicted m periods ahead by the
 model from the feedback commands issued but not acting yet; that prediction takes the reference for a trajectory of
@@ -212,6 +215,7 @@ def delay_augmented(disc, H):
 ROBUST_ERRORS = ((1.0, 0.85, 3.0), (1.2, 1.0, 0.5))
 ROBUST_ITERATIONS = 100
 ROBUST_TOLERANCE = 1e-6
+ROBUST_FALLBACK_SCALES = (1.0, 0.5, 0.25)        # of the noise sizes, tried in turn until the fixed point converges
 
 
 def lqr(A, B, Q, R):
@@ -235,8 +239,8 @@ def multiplicative_noise_lqr(A, B, Q, R, D, iterations=ROBUST_ITERATIONS, tol=RO
         P = Q + A'PA + sum dA_i'P dA_i - (B'PA + sum dB_i'P dA_i)' (R + B'PB + sum dB_i'P dB_i)^-1 (...)
     is solved by the fixed point P_{j+1} = DARE(A, B; Q + sum dA_i'P_j dA_i, R + sum dB_i'P_j dB_i, cross term
     sum dA_i'P_j dB_i) from the noiseless P_0, which increases to the solution when the noise is mean-square
-    stabilizable. Not converged in `iterations` (or a Riccati solve failing): the last gain found (at worst the
-    noiseless one), converged False."""
+    stabilizable. Not converged in `iterations` (or a Riccati solve failing): the noiseless gain, converged False
+    (the iterate's gain is then no design)."""
     def sym(X):
         return 0.5 * (X + X.T)
 
@@ -251,21 +255,20 @@ def multiplicative_noise_lqr(A, B, Q, R, D, iterations=ROBUST_ITERATIONS, tol=RO
     def gain(P, Rx, Sx):
         return np.linalg.solve(Rx + B.T @ P @ B, B.T @ P @ A + Sx.T)
     P = sym(scipy.linalg.solve_discrete_are(A, B, Q, R))
-    best = gain(P, R, np.zeros(B.shape))
+    noiseless = gain(P, R, np.zeros(B.shape))
     for _ in range(iterations):
         Qx, Rx, Sx = terms(P)
         try:
             Pn = scipy.linalg.solve_discrete_are(A, B, Qx, Rx, s=Sx)
         except (np.linalg.LinAlgError, ValueError):
-            return best, False
+            return noiseless, False
         if not np.all(np.isfinite(Pn)):
-            return best, False
+            return noiseless, False
         step = np.max(np.abs(Pn - P))
         P = sym(Pn)
-        best = gain(P, *terms(P)[1:])
         if step <= tol * np.max(np.abs(P)):
-            return best, True
-    return best, False
+            return gain(P, *terms(P)[1:]), True
+    return noiseless, False
 
 
 # Bryson allowances of the rule (module docstring): tip_max per metre of reach; joint allowances from the tip ones
@@ -616,8 +619,14 @@ class ModalLQR(ControlLaw):
                 for Ae, Be, size in err:
                     Ae, Be = delay_augmented(delayed_discretization(Ae, Be, self.dt, self.input_delay), self.history)
                     noise.append((size * (Ae - Aa), size * (Be - Ba)))
-                Ka, converged = multiplicative_noise_lqr(Aa, Ba, Qa, R, noise)
-                self.robust_unconverged += not converged
+                # not mean-square stabilizable at the full size: the largest of ROBUST_FALLBACK_SCALES that is, at
+                # worst the certainty-equivalent gain (a non-converged fixed point's gain is no design: on the slewing
+                # beam at 100 Hz, 20 ms, its joint gain was 0.003 N m/rad against 19 certainty-equivalent)
+                for scale in ROBUST_FALLBACK_SCALES:
+                    Ka, converged = multiplicative_noise_lqr(Aa, Ba, Qa, R, [(scale * a, scale * b) for a, b in noise])
+                    if converged:
+                        break
+                self.robust_unconverged += scale < 1.0 or not converged
             K, Ku = Ka[:, :nx], Ka[:, nx:]
         elif self.discrete:
             K = dlqr(*zero_order_hold(A, B, self.dt), Q, R)[0]
