@@ -90,21 +90,18 @@ perturbed arm behind 4 ms, tip RMS, max, ringing): the combined +20 % payload, -
 0.01 m/s) would reach the issue's 5 / 12 / 4 mm (4.33, 10.0, 1.7 mm) at a modal scale range of x0.86-1.10 - the
 trade-off of the lock-step design (test_tip_tracking.py), not taken. The 16 Hz mode keeps its floor (2.1 %); the
 nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewing_beam and spatial_3r: margins as
-before or wider. The modal law keeps the certainty-equivalent design (`robust_delay_design` = 0; its De Luca corners
-stay unstable, radius 1.0078): its reference prediction (below) needs it. Without that prediction its delayed loop
-tracked the rigid reference half as well as the undelayed one whatever the design (in process, the 30 deg move, the
-command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust, undelayed 16.0 mm);
-with it 16.4 / 30.7 mm (robust with the prediction 18.9 / 33.5 mm, and on the +20 % payload / -15 % E.I arm 21.1 /
-38.1 mm at 11.7 % where the certainty-equivalent one saturates: 34.6 / 80.1 mm, 16.9 %) - but a robust K makes the
-prediction's K Phi^-m ill-conditioned (slewing beam at 100 Hz, 20 ms: |K Phi^-2| 1.4e4 against |K| 1.0e3, tip 240 mm
-off; certainty-equivalent 0.86 mm), so a robust delayed design does not predict (`prediction_periods` 0). A design
+before or wider. Both laws design robustly (`robust_delay_design` 1). Without its reference prediction (below) the
+modal law's delayed loop tracked the rigid reference half as well as the undelayed one whatever the design (in process,
+the 30 deg move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust,
+undelayed 16.0 mm); with it 16.4 mm certainty-equivalent, 18.9 mm robust - and on the +20 % payload / -15 % E.I arm
+21.1 mm at 11.7 % deflection robust, where the certainty-equivalent one saturates (34.6 / 80.1 mm, 16.9 %). A design
 costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
 a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
 process of their own, controller/designer.py). A noise that cannot be mean-square stabilized (or a failing Riccati
 solve) is halved, then quartered (ROBUST_FALLBACK_SCALES), at worst the certainty-equivalent gain, and counted
 (`robust_unconverged`): the slewing beam sampled at 100 Hz behind 20 ms is not stabilizable at the full sizes, and the
 fixed point's last iterate, which was taken as the gain, had a joint gain of 0.003 N m/rad (certainty-equivalent 19.0;
-halved: 17.9).
+that run's tip 240 mm off; halved: 17.9, tip 0.72 mm).
 Reference over the delay (delayed designs; `prediction_periods` m, the whole periods of the input delay): the delayed
 certainty-equivalent gain on (x_k, u_{k-1}, ..) is the undelayed gain on the error predicted m periods ahead by the
 model from the feedback commands issued but not acting yet; that prediction takes the reference for a trajectory of
@@ -113,13 +110,14 @@ under that torque): its defect delta_k = Phi x_r,k + G ff_{k-m} - x_r,k+1 over t
 late, and the tip tracked 2.2x worse than undelayed (figures above). The law adds it to the prediction, the error fed
 back being e_k + sum_{j<m} Phi^-(1+j) delta_{k+j}, which telescopes to the state predicted with the feedforwards issued
 too, against the reference m periods ahead:
-    u_fb = -K x_k + K Phi^-m x_r(t + m dt) - sum_i K_f,i (ff_{k-i} - tau_eq) - K_u (u_{k-1}, ..)
+    u_fb = -K x_k + K_0 x_r(t + m dt) - sum_i K_f,i (ff_{k-i} - tau_eq) - K_u (u_{k-1}, ..),   K_0 = K Phi^-m
 (deviations from the linearization point; K_f: `reference_prediction`; G_new and G_old of a fractional delay each where
 it acts), the feedforward sampled for the instant it acts (t + input_delay). For a reference that is a trajectory of
 the sampled model the added terms cancel (test_modal_design); they are feedforward only: the loop's stability and
-margins are the design's. The lock-step (undelayed) law is unchanged. K Phi^-m is the certainty-equivalent design's
-own undelayed gain (its K is K_0 Phi^m, and then K_f = K_u); a robust K has no such factor and K Phi^-m amplifies
-Phi^-m's growth along the damped modes: robust delayed designs (tip_tracking) do not predict.
+margins are the design's. The lock-step (undelayed) law is unchanged. For a certainty-equivalent K, K Phi^-m is the
+undelayed gain (K = K_0 Phi^m, and K_f = K_u); the robust K has no such factor, and its own K Phi^-m tracks better
+than K_0 of the certainty-equivalent design beside it (the De Luca move above: 18.9 against 26.7 mm; perturbed arm 21.1
+against 28.0 mm). tip_tracking does not predict: its plan is a trajectory of the model (`predicts_reference`).
 Integral action runs only while the reference is at rest (|qd_d| = |qdd_d| = 0): during a move the joint error of
 a flexible arm is large and transient, integrating it would only wind up. Saturation: conditional integration.
 """
@@ -296,10 +294,12 @@ class ModalLQR(ControlLaw):
     # real time: designed for two periods of delay (module docstring, "Input delay"): stable for actual delays of
     # 0-5 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms (and 5) only
     design_delay_periods = 2
-    # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design"):
-    # the modal law keeps the certainty-equivalent design, whose reference prediction ("Reference over the delay")
-    # is well conditioned
-    robust_delay_design = 0.0
+    # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design"; 0:
+    # certainty-equivalent)
+    robust_delay_design = 1.0
+    # a delayed design predicts the reference's defect over the delay (module docstring, "Reference over the delay");
+    # a law tracking a trajectory of the model (tip_tracking: no defect) does not
+    predicts_reference = True
     # the LQR's feedback returns the arm from off its reference (in process, a 0.15 s stall at the start of a 30 deg
     # move: tip 17.7 / 37.4 mm RMS / max handing back after recover_time, 22.5 / 75.1 mm after the hold law's return)
     returns_unaided = True
@@ -366,6 +366,7 @@ class ModalLQR(ControlLaw):
         self.integral = has_friction if integral is None else bool(integral)
         self.feedforward = bool(feedforward)
         self.discrete = bool(discrete)
+        self._configure_prediction()
         self.xi = np.zeros(self.n)
         self._cache = {}
         self._packed = {}                # grid cell -> its corners' designs, flattened (see _gain_for)
@@ -437,6 +438,7 @@ class ModalLQR(ControlLaw):
             self.feedforward = bool(feedforward)
         if discrete is not None:
             self.discrete = bool(discrete)
+            self._configure_prediction()
 
     def weights(self, z_eq=None):
         """(Q, R) of the state (dz, dzd[, xi]) per Bryson's rule on physical quantities (module docstring)."""
@@ -465,9 +467,8 @@ class ModalLQR(ControlLaw):
         return self.design_delayed(q)[:4]
 
     def design_delayed(self, q):
-        """(K, K_i, z_eq, tau_eq, K_u (n, n)): K_u, the gain on the previous command, is zero without input_delay.
-        With the damping floor: designed again with a larger rate weight on each elastic mode the previous design
-        left damped less than MODE_DAMPING_FLOOR (module docstring)."""
+        """(K, K_i, z_eq, tau_eq, K_u (n, H n)): K_u, the gain on the commands issued but not yet acting (H of them,
+        none without input_delay); `_gains`: with the damping floor."""
         return self._design_at(q)[0]
 
     def _design_at(self, q):
@@ -476,42 +477,47 @@ class ModalLQR(ControlLaw):
         z_eq, tau_eq = static_equilibrium(self.model, q)
         A, B = linearize(self.model, z_eq, tau_eq).state_space()
         Q, R = self.weights(z_eq)
-        err = self._model_error(q)
+        K, Ki, Ku = self._gains(A, B, Q, R, z_eq, self._model_error(q))
+        return (K, Ki, z_eq, tau_eq, Ku), (A, B)
+
+    def _gains(self, A, B, Q, R, z_eq, err):
+        """(K, K_i, K_u) of the weights, with the damping floor: designed again with a larger rate weight on each
+        elastic mode the previous design left damped less than MODE_DAMPING_FLOOR (module docstring)."""
         K, Ki, Ku = self._design_lqr(A, B, Q, R, err)
         if self.mi.size and self.damping_floor:
             K, Ki, Ku = self._with_damping_floor(A, B, Q, R, z_eq, (K, Ki, Ku), err)
-        return (K, Ki, z_eq, tau_eq, Ku), (A, B)
+        return K, Ki, Ku
 
-    @property
-    def prediction_periods(self):
-        """m: the whole periods of the input delay the reference prediction covers (module docstring, "Reference
-        over the delay"); 0 without a delayed design, and for a robust one (K Phi^-m is the certainty-equivalent
-        design's undelayed gain; with a robust K it is ill-conditioned)."""
-        if not (self.discrete and self.history) or self.robust > 0:
-            return 0
-        return int(math.floor(self.input_delay / self.dt + 1e-9))
+    def _configure_prediction(self):
+        """prediction_periods m: the whole periods of the input delay the reference prediction covers (module
+        docstring, "Reference over the delay"); 0 without a delayed design or for a law that does not predict
+        (`predicts_reference`). A delay of whole periods: the feedforward acts at the instant the prediction
+        reaches (one reference sample a step)."""
+        m = 0
+        if self.predicts_reference and self.discrete and self.history:
+            m = int(math.floor(self.input_delay / self.dt + 1e-9))
+        self.prediction_periods = m
+        self._delay_fraction = self.input_delay - m * self.dt > 1e-9 * self.dt
+        self._ff_hist = None
 
     def reference_prediction(self, K, A, B):
-        """(K_r (n, 2N), K_f (n, H n)) of the delayed law's reference prediction (module docstring, "Reference over
-        the delay"): K_r = K Phi^-m on the reference state m periods ahead, K_f on the rigid feedforwards issued but not
-        yet acting, ff_{k-1} .. ff_{k-H}: K_f,i = K (Phi^-(m-i+1) G_new [i <= m] + Phi^-(m-i+2) G_old [2 <= i <= m+1])."""
+        """(K_0 (n, 2N), K_f (n, H n)) of the delayed law's reference prediction (module docstring, "Reference over
+        the delay") for its gain K on the state: K_0 = K Phi^-m on the reference m periods ahead, K_f on the rigid
+        feedforwards issued but not yet acting, ff_{k-1} .. ff_{k-H}:
+        K_f,i = K_0 (Phi^(i-1) G_new [i <= m] + Phi^(i-2) G_old [2 <= i <= m+1])."""
         n, H, m = self.n, self.history, self.prediction_periods
-        Kf = np.zeros((n, n * H))
-        if m == 0:
-            return K.copy(), Kf
         _, Phi, G_new, G_old = delayed_discretization(A, B, self.dt, self.input_delay)
-        Pinv = np.linalg.inv(Phi)
-        powers = [np.eye(Phi.shape[0])]
-        for _ in range(m + 1):
-            powers.append(powers[-1] @ Pinv)
+        K0 = np.linalg.solve(np.linalg.matrix_power(Phi, m).T, K.T).T
+        KPhi = [K0]                                 # K_0 Phi^j, j = 0 .. m - 1
+        for _ in range(1, m):
+            KPhi.append(KPhi[-1] @ Phi)
+        Kf = np.zeros((n, n * H))
         for i in range(1, H + 1):
-            G = np.zeros_like(G_new)
             if i <= m:
-                G += powers[m - i + 1] @ G_new
+                Kf[:, (i - 1) * n: i * n] += KPhi[i - 1] @ G_new
             if 2 <= i <= m + 1:
-                G += powers[m - i + 2] @ G_old
-            Kf[:, (i - 1) * n: i * n] = K @ G
-        return K @ powers[m], Kf
+                Kf[:, (i - 1) * n: i * n] += KPhi[i - 2] @ G_old
+        return K0, Kf
 
     def _model_error(self, q):
         """[(A, B, size)] at q of the arms of ROBUST_ERRORS (the model with its payload and its E.I and G.J scaled),
@@ -659,8 +665,11 @@ class ModalLQR(ControlLaw):
 
     def design_cell(self, key):
         """The design of one grid cell (pure: no state of the law changes except the design count):
-        design_delayed's (K, K_i, z_eq, tau_eq, K_u) and the reference prediction's (K_r, K_f)."""
+        design_delayed's (K, K_i, z_eq, tau_eq, K_u) and the reference prediction's (K_0, K_f) (module docstring,
+        "Reference over the delay"; empty (n, 0) arrays when the law does not predict)."""
         design, (A, B) = self._design_at(np.array(key, dtype=float) * self._params['schedule_step'])
+        if not self.prediction_periods:
+            return design + (np.zeros((self.n, 0)),) * 2
         return design + self.reference_prediction(design[0], A, B)
 
     def design_recipe(self):
@@ -683,10 +692,10 @@ class ModalLQR(ControlLaw):
         return self._generation
 
     def _gain_for(self, q):
-        """(K, K_i, z_eq, tau_eq, K_u, K_r, K_f) at q (`design_cell`): multilinear interpolation between the designs at the corners of q's
-        grid cell (2^n designs per cell, each cached), so the torque does not jump when q crosses a cell
-        boundary (a nearest-cell schedule put steps of ~0.02 N m into the De Luca elbow torque at every
-        crossing, 10 % of its range). Once all corners of a cell are designed, the cell's designs are kept
+        """(K, K_i, z_eq, tau_eq, K_u, K_0, K_f) at q (`design_cell`): multilinear interpolation between the
+        designs at the corners of q's grid cell (2^n designs per cell, each cached), so the torque does not jump
+        when q crosses a cell boundary (a nearest-cell schedule put steps of ~0.02 N m into the De Luca elbow torque
+        at every crossing, 10 % of its range). Once all corners of a cell are designed, the cell's designs are kept
         flattened in one (2^n, L) array and the interpolation is one weighted sum."""
         x = self._grid(q)
         lo = np.floor(x)
@@ -749,7 +758,7 @@ class ModalLQR(ControlLaw):
 
     # ------------------------------------------------------------------ law
     def _compute(self, t, z, zd, q_d, qd_d, qdd_d):
-        K, Ki, z_eq, tau_eq, Ku, Kr, Kf = self._gain_for(q_d if self.schedule_on == 'reference' else z[self.qi])
+        K, Ki, z_eq, tau_eq, Ku, K0, Kf = self._gain_for(q_d if self.schedule_on == 'reference' else z[self.qi])
         e = z[self.qi] - q_d
         self._e = e
         self._xi_prev = self.xi.copy()
@@ -757,18 +766,21 @@ class ModalLQR(ControlLaw):
             self.xi = self.xi + self._elapsed(t) * e
         m = self.prediction_periods
         if m:
-            # delayed: the feedforward for the instant it acts; the error predicted over the delay with the rigid
-            # feedforwards issued but not yet acting (module docstring, "Reference over the delay")
-            q_a, qd_a, qdd_a = (np.asarray(x, dtype=float) for x in self.reference.sample(t + self.input_delay))
+            # delayed: the feedforward for the instant it acts; the state predicted over the delay with the
+            # feedforwards issued but not yet acting, against the reference m periods ahead (module docstring,
+            # "Reference over the delay")
+            q_p, qd_p, qdd_p = (np.asarray(x, dtype=float) for x in self.reference.sample(t + m * self.dt))
+            if self._delay_fraction:
+                q_a, qd_a, qdd_a = (np.asarray(x, dtype=float) for x in self.reference.sample(t + self.input_delay))
+            else:
+                q_a, qd_a, qdd_a = q_p, qd_p, qdd_p
             nominal = self.rigid.inverse_dynamics(q_a, qd_a, qdd_a) if self.feedforward else tau_eq
             if self._ff_hist is None:
                 self._ff_hist = np.tile(nominal, (self.history, 1))
-            q_p, qd_p, _ = self.reference.sample(t + m * self.dt)
             N = self.model.n_coords
-            xr = np.zeros(2 * N)
-            xr[self.qi] = np.asarray(q_p, dtype=float) - z_eq[self.qi]
-            xr[N + self.qi] = qd_p
-            tau = (-K @ np.concatenate([z - z_eq, zd]) + Kr @ xr - Kf @ (self._ff_hist - tau_eq).ravel()
+            x_ahead = np.zeros(2 * N)
+            x_ahead[self.qi], x_ahead[N + self.qi] = q_p - z_eq[self.qi], qd_p
+            tau = (-K @ np.concatenate([z - z_eq, zd]) + K0 @ x_ahead - Kf @ (self._ff_hist - tau_eq).ravel()
                    - Ki @ self.xi - Ku @ self._u_hist.ravel())
         else:
             dz = z - z_eq

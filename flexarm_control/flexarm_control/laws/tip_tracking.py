@@ -35,7 +35,7 @@ def plan_with(model, dt, options, reference, t_now=None, z=None, zd=None):
 class TipTracking(ModalLQR):
     name = 'tip_tracking'
     tip_max_per_reach = TIP_MAX_PER_REACH
-    robust_delay_design = 1.0          # laws/modal.py "Robust delay design" (the modal law keeps the certainty-equivalent)
+    predicts_reference = False         # the plan is a trajectory of the model: no defect to predict
     GAINS = dict({k: v for k, v in ModalLQR.GAINS.items() if k != 'feedforward'},
                  tip_max=Param(DERIVED, ModalLQR.GAINS['tip_max'].check, 'm, allowed tip error (Bryson weight); not '
                                'set = 0.6 mm per metre of reach', runtime=True),
