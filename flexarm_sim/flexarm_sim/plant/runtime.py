@@ -47,7 +47,6 @@ Sink interface (called from the loop thread unless noted):
 from __future__ import annotations
 
 import collections
-import gc
 import math
 import threading
 import time
@@ -60,8 +59,8 @@ from ..sensors import SimulatedSensors
 from .config import ConfigError, check_against_arm, check_sensors, hold_gain_values
 from .engine import PlantCore, initial_state
 from .outputs import ArmOutputs
-from ..common.scheduler import (FixedRateScheduler, ReceiveThreads, fifo_report, set_thread_fifo, set_thread_normal,
-                                set_timer_slack)
+from ..common.scheduler import (FixedRateScheduler, ReceiveThreads, fifo_report, freeze_start_up_objects,
+                                set_thread_fifo, set_thread_normal, set_timer_slack)
 from .servo import RELEASE_S, JointServo, WatchdogHold
 
 RESET_STAMP_SLACK_NS = 1_000_000   # realtime: a state stamped > 1 ms before a reset is a pre-reset state
@@ -486,8 +485,7 @@ class PlantRuntime:
     # ------------------------------------------------------------------ threads
     def start(self, sink):
         self.sink = sink
-        gc.collect()
-        gc.freeze()          # start-up objects (modules, numba, scipy) out of the collector: no 50 ms GIL pauses
+        freeze_start_up_objects()        # modules, numba, scipy: no full collection over them pauses the loop
         self._running = True
         self._threads = [threading.Thread(target=self._output_loop, name='plant-output', daemon=True),
                          threading.Thread(target=self._loop, name='plant-loop', daemon=True)]

@@ -66,6 +66,7 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
         import rclpy
         from rclpy.signals import SignalHandlerOptions
         from .dds_security import refusal
+        from ..common.scheduler import freeze_start_up_objects
         why = refusal()                 # security requested but not available: never run unprotected
         if why:
             print(f'{name}: {why}', file=sys.stderr, flush=True)
@@ -75,6 +76,7 @@ def run_node(factory, name: str, args=None, executor_factory=None) -> int:
         node = factory()
         executor = (executor_factory or default_executor())()
         executor.add_node(node)
+        freeze_start_up_objects()       # before the node's real-time threads start (common/scheduler.py)
         start = getattr(node, 'start', None)
         if start is not None:
             start()
