@@ -468,7 +468,8 @@ class ModalLQR(ControlLaw):
 
     def design_delayed(self, q):
         """(K, K_i, z_eq, tau_eq, K_u (n, H n)): K_u, the gain on the commands issued but not yet acting (H of them,
-        none without input_delay); `_gains`: with the damping floor."""
+        none without input_delay). With the damping floor: designed again with a larger rate weight on each elastic
+        mode the previous design left damped less than MODE_DAMPING_FLOOR (module docstring)."""
         return self._design_at(q)[0]
 
     def _design_at(self, q):
@@ -477,16 +478,11 @@ class ModalLQR(ControlLaw):
         z_eq, tau_eq = static_equilibrium(self.model, q)
         A, B = linearize(self.model, z_eq, tau_eq).state_space()
         Q, R = self.weights(z_eq)
-        K, Ki, Ku = self._gains(A, B, Q, R, z_eq, self._model_error(q))
-        return (K, Ki, z_eq, tau_eq, Ku), (A, B)
-
-    def _gains(self, A, B, Q, R, z_eq, err):
-        """(K, K_i, K_u) of the weights, with the damping floor: designed again with a larger rate weight on each
-        elastic mode the previous design left damped less than MODE_DAMPING_FLOOR (module docstring)."""
+        err = self._model_error(q)
         K, Ki, Ku = self._design_lqr(A, B, Q, R, err)
         if self.mi.size and self.damping_floor:
             K, Ki, Ku = self._with_damping_floor(A, B, Q, R, z_eq, (K, Ki, Ku), err)
-        return K, Ki, Ku
+        return (K, Ki, z_eq, tau_eq, Ku), (A, B)
 
     def _configure_prediction(self):
         """prediction_periods m: the whole periods of the input delay the reference prediction covers (module
