@@ -306,6 +306,13 @@ def test_faults_torque_off_diagnostics_and_reconnect(bridge, emu):
     def keep_commanding(pred, timeout, what):
         c.spin_until(lambda: (pub.publish(Float64MultiArray(data=[0.01, 0.01])) or True) and pred(), timeout, what)
 
+    def wait_diag_commanding(pred, timeout, what):
+        # commanding all along, as a controller does: the bridge's command watchdog (0.3 s) must not trip while the
+        # test waits (the emulator shares this process; a pause in the waiting loop stalled the commands once)
+        n0 = len(c.diags)
+        keep_commanding(lambda: len(c.diags) > n0 and pred(c.diag()), timeout, what)
+        return c.diag()
+
     # 1. servos go silent -> torque off (the writes still reach them) + ERROR within read timeout + slack
     enable_and_command()
     t0 = time.monotonic()
@@ -331,12 +338,12 @@ def test_faults_torque_off_diagnostics_and_reconnect(bridge, emu):
     n0 = len(c.js)
     crc0 = int(c.diag()['crc_errors'])
     emu.corrupt_next(1, 'crc')
-    d = c.wait_diag(lambda d: int(d['crc_errors']) > crc0, 10.0, 'crc error counted')
-    assert int(d['skipped_reads']) >= 1
+    d = wait_diag_commanding(lambda d: int(d['crc_errors']) > crc0, 10.0, 'crc error counted')
+    assert int(d['skipped_reads']) >= 1 and d['state'] == 'enabled', d
     crc1, faults1 = int(d['crc_errors']), int(d['faults'])
     emu.corrupt_next(4, 'crc')               # both replies of two consecutive sync reads
-    d = c.wait_diag(lambda d: int(d['crc_errors']) > crc1 and int(d['faults']) > faults1, 10.0,
-                    'crc fault')
+    d = wait_diag_commanding(lambda d: int(d['crc_errors']) > crc1 and int(d['faults']) > faults1, 10.0,
+                             'crc fault')
     assert 'corrupt' in d['last_fault']
     assert wait_for(lambda: not emu.torque_enabled(1) and not emu.torque_enabled(2), 5.0, c)
     c.wait_diag(lambda d: d['state'] == 'disabled', 10.0, 'recovered after CRC error')
@@ -347,8 +354,8 @@ def test_faults_torque_off_diagnostics_and_reconnect(bridge, emu):
     # 4. hardware error on one servo -> torque off on all; reboot service clears it
     enable_and_command()
     emu.set_hardware_error(2, ct.HW_OVERLOAD)
-    assert wait_for(lambda: not emu.torque_enabled(1), 5.0, c)
-    d = c.wait_diag(lambda d: d['level'] == 2 and 'overload' in d['last_fault'], 5.0, 'hardware error')
+    keep_commanding(lambda: not emu.torque_enabled(1), 5.0, 'torque off after the hardware error')
+    d = wait_diag_commanding(lambda d: d['level'] == 2 and 'overload' in d['last_fault'], 5.0, 'hardware error')
     c.spin_until(lambda: level(c.diags[-1].status[2]) == 2, 5.0, 'per-servo error status')
     servo = c.diag(2)
     assert servo['hardware_error'] == str(ct.HW_OVERLOAD) and 'overload' in servo['message']
@@ -360,7 +367,7 @@ def test_faults_torque_off_diagnostics_and_reconnect(bridge, emu):
     # 5. port lost (adapter unplugged) and back under the same path
     enable_and_command()
     emu.close_port()
-    d = c.wait_diag(lambda d: d['level'] == 2 and 'port' in d['last_fault'], 10.0, 'port lost')
+    d = wait_diag_commanding(lambda d: d['level'] == 2 and 'port' in d['last_fault'], 10.0, 'port lost')
     emu.reopen_port()
     c.wait_diag(lambda d: d['state'] == 'disabled', 10.0, 'reconnected after replug')
     c.wait_js(3)
