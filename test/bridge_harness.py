@@ -94,6 +94,15 @@ class EmulatorProcess(Watched):
         self.wait_line(lambda s: s.startswith(('ok ', 'error ')), timeout, which='out', start=n0)
         assert self.out[-1] == 'ok ' + ' '.join(line.split()), self.out[-1]
 
+    def arm_state(self, timeout=10.0):
+        """The emulated arm's coordinates z (an emulator started with --arm): its `state` command."""
+        n0 = len(self.out)
+        self.proc.stdin.write('state\n')
+        self.proc.stdin.flush()
+        k = self.wait_line(lambda s: s.startswith(('ok state', 'error ')), timeout, which='out', start=n0)
+        assert self.out[k].startswith('ok state '), self.out[k]
+        return [float(x) for x in self.out[k].split()[2:]]
+
     def stop_process(self, sig=signal.SIGTERM):
         rc, _ = self.signal_and_wait(sig)
         return rc

@@ -45,7 +45,8 @@ from the command line: it prints the port path on stdout, then serves until SIGI
 0). ``--arm ARM.yaml --params BRIDGE.yaml`` drives the servos with the flexible-arm model (ids and
 joint conventions from the bridge's parameter file). Fault injection from stdin, one command a
 line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
-``corrupt N crc|truncate|drop|garbage``, ``hw ID BITS``, ``close``, ``reopen``.
+``corrupt N crc|truncate|drop|garbage``, ``hw ID BITS``, ``close``, ``reopen``; ``state`` answers
+``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
 """
 from __future__ import annotations
 
@@ -866,6 +867,14 @@ def _control(emu: "ServoEmulator", line: str) -> str:
         emu.close_port()
     elif cmd == "reopen" and not args:
         emu.reopen_port()
+    elif cmd == "state" and not args:
+        # the emulated arm's generalized coordinates z (flexarm_sim layout), for a test's check of the physical arm
+        state = getattr(emu.plant, "state", None)
+        if state is None:
+            raise ValueError("state: the servos are not driven by an arm model (--arm)")
+        with emu._lock:
+            z = [float(x) for x in state.z]
+        return "ok state " + " ".join(repr(x) for x in z)
     else:
         raise ValueError("unknown command %r" % line)
     return "ok " + " ".join(words)
