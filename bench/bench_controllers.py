@@ -13,7 +13,8 @@ fit within the limits is reported as refused, with its reason.
 Then the robustness of the modal feedback (laws.modal.closed_loop_radius at the move's start, middle and end): the
 range of modal-coordinate scale for which the sampled loop stays stable, whether the four payload x stiffness
 corners (+-20 %, +-15 %) are, and the actual delays (whole ms) for which the nominal arm and all four corners are, for
-the lock-step design and the real-time ones (designed for one period of delay; for the default periods, the former
+the lock-step design (tip_tracking's robust one and its certainty-equivalent counterpart, laws/modal.py "Robust
+lock-step design") and the real-time ones (designed for one period of delay; for the default periods, the former
 certainty-equivalent design and the robust one, laws/modal.py "Robust delay design").
 Last, the planning time of the standard move against its target (<= 2 s, De Luca arm).
 
@@ -127,7 +128,11 @@ def margins_table(arms):
         for kind in ('modal', 'tip_tracking'):
             periods = law_class(kind).design_delay_periods
             robust = law_class(kind).robust_delay_design > 0      # the class's real-time default
-            for design, delay, kw in (('lock-step', 0.0, {}), ('real time, 1 period', DT, {}),
+            lockstep = (('lock-step', 0.0, {}),)
+            if law_class(kind).lockstep_robust_errors:
+                lockstep = (('lock-step, robust (default)', 0.0, {}),
+                            ('lock-step, certainty-equivalent', 0.0, {'robust': 0.0}))
+            for design, delay, kw in (*lockstep, ('real time, 1 period', DT, {}),
                                       (f'real time, {periods} periods, certainty-equivalent'
                                        + ('' if robust else ' (default)'), periods * DT, {'robust': 0.0}),
                                       (f'real time, {periods} periods, robust' + (' (default)' if robust else ''),

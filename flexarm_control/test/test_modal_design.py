@@ -199,9 +199,12 @@ def test_weights_are_bryson_allowances_on_physical_quantities(models):
     g = law.gains()
     reach = 1.0
     assert g['tip_max'] == pytest.approx(0.6e-3 * reach)
-    assert g['dq_max'] == pytest.approx(8 * g['tip_max'] / reach)
+    assert g['dq_max'] == pytest.approx(2 * g['tip_max'] / reach)          # tip_tracking's rule (modal: 8)
     assert g['dq_rate_max'] == pytest.approx(16 * g['tip_rate_max'] / reach)
-    assert g['modal_rate_max'] == pytest.approx(g['tip_rate_max'])
+    assert g['modal_rate_max'] == pytest.approx(0.9 * g['tip_rate_max'])   # (modal: 1)
+    gm = ModalLQR(model, dt=DT).gains()
+    assert gm['dq_max'] == pytest.approx(8 * gm['tip_max'] / reach)
+    assert gm['modal_rate_max'] == pytest.approx(gm['tip_rate_max'])
     Q, R = law.weights()
     N = model.n_coords
     assert R[0, 0] == pytest.approx(1.0 / (g['rho'] * 2.0) ** 2)

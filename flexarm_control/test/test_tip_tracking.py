@@ -87,36 +87,47 @@ def test_tip_tracking_on_the_nominal_arm_meets_the_issue_targets(deluca):
     assert np.all(np.array(f['peak_torque_nm']) <= eff)
 
 
-def test_tip_tracking_with_a_perturbed_plant_stays_stable_and_bounded(deluca):
-    """The plant's arm has +20 % payload and -15 % E.I, the controller keeps the nominal model and plan. Measured
-    (lock-step, 6 s): tip RMS 6.7 mm, max 16.9 mm, ringing 1.9 mm — the issue's 5 / 12 / 4 mm are met for the
-    ringing only. The LQR weights trade tracking under model error against stability under modal-coordinate error:
-    every weighting found that reaches 5 / 12 mm (lighter modal-rate weights on the low link modes: x0.89-1.10; with a
-    1 Hz torque-rate penalty: x0.50-1.11) goes unstable for a modal scale below 1.15, which test_modal_design.py
-    holds (laws/modal.py, README). The test holds what is achieved, so a regression shows:
-    stable, at rest at the target, within these bounds."""
+def test_tip_tracking_with_a_perturbed_plant_meets_the_issue_targets(deluca):
+    """Issue 23 item 4, perturbed: the plant's arm has +20 % payload and -15 % E.I, the controller keeps the nominal
+    model and plan; tip RMS <= 5 mm, max <= 12 mm, ringing after the command <= 4 mm, at rest at the target. The
+    lock-step design is robust to that spread of arms (laws/modal.py, "Robust lock-step design"; measured 3.58 /
+    9.57 / 2.96 mm; the certainty-equivalent design of the former weights: 6.73 / 16.9 / 1.87 mm); its stability
+    under modal-coordinate error is test_modal_design.py's. Link 1 bends 16.9 % of its length: the softer, heavier
+    arm must, to put its tip on the path (the plan bends the nominal one 13.5 %), beyond the model's validity."""
     law = TipTracking(deluca, dt=DT)
     res, f = run_move(law, plant=perturbed_model(deluca.spec, 1.2, 0.85))
-    assert f['tip_rms_error_m'] <= 8e-3, f
-    assert f['tip_max_error_m'] <= 20e-3, f
+    assert f['tip_rms_error_m'] <= 5e-3, f
+    assert f['tip_max_error_m'] <= 12e-3, f
     assert f['residual_vibration_m'] <= 4e-3, f
-    assert f['settling_time_1mm_s'] is not None and f['settling_time_1mm_s'] < 4.5, f
+    assert f['settling_time_1mm_s'] is not None and f['settling_time_1mm_s'] < 4.0, f
+    eff = np.array([js.effort_limit for js in deluca.spec.joints])
+    assert np.all(np.array(f['peak_torque_nm']) <= 0.5 * eff), f
+    assert law.robust_unconverged == 0
+
+
+def test_the_certainty_equivalent_lockstep_design_misses_the_perturbed_targets(deluca):
+    """The same run with robust=0 (certainty-equivalent, same weights; measured 9.42 / 21.3 mm): the robust design
+    is what meets them."""
+    law = TipTracking(deluca, dt=DT, robust=0.0)
+    _, f = run_move(law, plant=perturbed_model(deluca.spec, 1.2, 0.85))
+    assert f['tip_rms_error_m'] > 5e-3 or f['tip_max_error_m'] > 12e-3, f
 
 
 def test_the_real_time_design_tracks_the_perturbed_arm_behind_the_delay_it_is_designed_for(deluca):
     """Real time: the gains designed for two periods of delay (4 ms, TipTracking.design_delay_periods, the robust
     design of laws/modal.py), the command acting exactly 4 ms after its state (moves.DelayedCommand, plant on a 1 ms
     grid). Nominal arm: the plan's figures (measured 0.173 / 0.806 mm). Perturbed arm (+20 % payload, -15 % E.I):
-    measured tip RMS 7.35 mm, max 15.3 mm, ringing 5.2 mm (lock-step design without delay: 6.7 / 16.9 / 1.9); the
-    certainty-equivalent delayed design lost this arm (43.6 mm RMS, 117 mm max, torque saturated at 2 N m)."""
+    measured tip RMS 4.81 mm, max 8.66 mm, ringing 4.99 mm (the former weights: 7.35 / 15.3 / 5.2; lock-step 3.58 /
+    9.57 / 2.96); the certainty-equivalent delayed design lost this arm (43.6 mm RMS, 117 mm max, torque saturated at
+    2 N m)."""
     law = TipTracking(deluca, dt=DT, input_delay=TipTracking.design_delay_periods * DT)
     _, f = run_move(law, delay=law.input_delay)
     assert f['tip_rms_error_m'] <= 0.3e-3, f
     assert f['tip_max_error_m'] <= 1.5e-3, f
     law = TipTracking(deluca, dt=DT, input_delay=TipTracking.design_delay_periods * DT)
     _, f = run_move(law, plant=perturbed_model(deluca.spec, 1.2, 0.85), delay=law.input_delay)
-    assert f['tip_rms_error_m'] <= 8e-3, f
-    assert f['tip_max_error_m'] <= 18e-3, f
+    assert f['tip_rms_error_m'] <= 6e-3, f
+    assert f['tip_max_error_m'] <= 12e-3, f
     assert f['residual_vibration_m'] <= 6e-3, f
     assert max(f['peak_torque_nm']) <= 1.0, f
 
