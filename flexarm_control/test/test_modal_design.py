@@ -199,9 +199,12 @@ def test_weights_are_bryson_allowances_on_physical_quantities(models):
     g = law.gains()
     reach = 1.0
     assert g['tip_max'] == pytest.approx(0.6e-3 * reach)
-    assert g['dq_max'] == pytest.approx(2 * g['tip_max'] / reach)          # tip_tracking's rule (modal: 8)
+    assert g['dq_max'] == pytest.approx(2 * g['tip_max'] / reach)          # tip_tracking's lock-step rule (modal: 8)
     assert g['dq_rate_max'] == pytest.approx(16 * g['tip_rate_max'] / reach)
     assert g['modal_rate_max'] == pytest.approx(0.9 * g['tip_rate_max'])   # (modal: 1)
+    gd = TipTracking(model, dt=DT, input_delay=2 * DT).gains()             # delayed designs: the modal law's rule
+    assert gd['dq_max'] == pytest.approx(8 * gd['tip_max'] / reach)
+    assert gd['modal_rate_max'] == pytest.approx(gd['tip_rate_max'])
     gm = ModalLQR(model, dt=DT).gains()
     assert gm['dq_max'] == pytest.approx(8 * gm['tip_max'] / reach)
     assert gm['modal_rate_max'] == pytest.approx(gm['tip_rate_max'])

@@ -37,8 +37,8 @@ coordinates scaled by 0.85 and 1.15 (a real arm's modal coordinates are only as 
     (test_modal_design.py checks the spectral radius), at the price of tip tracking under model error (the
     perturbed arm's tip: 6.0 mm RMS over 6 s, where the fragile tight design reaches 2.7 mm) - with a
     certainty-equivalent design; tip_tracking's robust lock-step design (below) has both.
-Robust lock-step design (tip_tracking: `lockstep_robust_errors` = LOCKSTEP_ROBUST_ERRORS, `joint_factor` 2,
-`modal_rate_factor` 0.9; `robust` 0 makes it certainty-equivalent): the undelayed sampled LQR with multiplicative
+Robust lock-step design (tip_tracking: `lockstep_robust_errors` = LOCKSTEP_ROBUST_ERRORS, `lockstep_joint_factor` 2,
+`lockstep_modal_rate_factor` 0.9; `robust` 0 makes it certainty-equivalent): the undelayed sampled LQR with multiplicative
 noise (as the robust delay design below) whose directions are the spread of arms the law is specified to hold, the
 model with +20 % payload and -15 % E.I and with -20 % and +15 % (size 1 each), and tighter joint and modal-rate
 allowances than the modal law's rule. The noise keeps the gain from relying on the exact low whole-arm frequencies,
@@ -51,9 +51,12 @@ middle and end of the move; every payload x stiffness corner stable in each row)
   robust, LOCKSTEP_ROBUST_ERRORS, dq 2, modal rate 1.0                      3.33 / 8.92 / 2.64 mm   x0.30-1.15
   robust, LOCKSTEP_ROBUST_ERRORS, dq 2, modal rate 0.9 (the default)        3.58 / 9.57 / 2.96 mm   x0.30-1.16
   robust, LOCKSTEP_ROBUST_ERRORS, dq 2, modal rate 0.8                      3.90 / 10.4 / 3.36 mm   x0.30-1.17
-The nominal arm keeps the plan's figures (0.173 / 0.806 mm); slewing_beam x0.30-1.22 (perturbed 0.705 mm),
-spatial_3r x0.59-1.18 (1.01 mm), rigid_puma3 0.079 mm. A design costs the fixed point's iterations (the De Luca
-standard move's cells: ~1 s more in lock-step, where the plant waits for them).
+The nominal arm keeps the plan's figures (0.173 / 0.806 mm); slewing_beam x0.30-1.23 (perturbed 0.715 mm),
+spatial_3r x0.66-1.19 (1.01 mm), rigid_puma3 0.079 mm; the lock-step loop now also stays stable for actual delays of
+0-4 ms on the De Luca arm (certainty-equivalent: 0-1 ms). A cell costs the fixed point's iterations (De Luca arm:
+59 ms of CPU against 10; in lock-step the plant waits for them). Delayed designs keep the rule's allowances: with
+these, designed for 4 ms, the slewing beam's loop was stable for actual delays of 0-1 and 3-5 ms only (the rule's:
+0-10 ms), spatial_3r's for 0-7 ms (0-12 ms), though the De Luca arm's tracked the perturbed arm better (below).
 Damping floor (per-mode modal-rate weights): the kinetic-energy weight above is shared by all link modes, so a mode
 the joints hardly move (the De Luca arm's 16 Hz mode: link 2's second clamped mode, 16.119 Hz clamped and 16.119 Hz
 with the joints free) is left almost undamped by the design (closed-loop damping ratio 0.0002, decay 0.02 1/s: a
@@ -106,10 +109,10 @@ perturbed arm behind 4 ms, tip RMS, max, ringing): the combined +20 % payload, -
 8 ms: 1.011) / 0-8 ms / x0.80-1.147 / 7.35, 15.3, 5.2 mm (actual 2 and 6 ms: 7.24 and 7.50 mm RMS; nominal arm
 0.173 mm, the plan's); the modal law 0-7 ms / 0-8 ms / x0.78-1.17. A lighter modal-rate weight (modal_rate_max
 0.01 m/s) would reach the issue's 5 / 12 / 4 mm (4.33, 10.0, 1.7 mm) at a modal scale range of x0.86-1.10 - the
-trade-off of the certainty-equivalent lock-step design, not taken; with tip_tracking's allowances (dq 2, modal rate
-0.9: "Robust lock-step design") its delayed design holds that arm behind 4 ms to 4.81 / 8.66 / 4.99 mm, stable modal
-scale x0.78-1.15, every corner at actual delays 0-7 ms (the delay design's own noise: LOCKSTEP_ROBUST_ERRORS here
-gives 7.68 / 15.5 mm). The 16 Hz mode keeps its floor (2.1 %); the
+trade-off of the certainty-equivalent lock-step design, not taken; with tip_tracking's lock-step allowances (dq 2,
+modal rate 0.9: "Robust lock-step design") this delayed design holds that arm behind 4 ms to 4.81 / 8.66 / 4.99 mm
+(De Luca, modal scale x0.78-1.15, corners 0-7 ms) but loses delay margin on the other arms (above), so delayed designs
+keep the rule's allowances (LOCKSTEP_ROBUST_ERRORS as this design's noise: 7.68 / 15.5 mm). The 16 Hz mode keeps its floor (2.1 %); the
 nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewing_beam and spatial_3r: margins as
 before or wider. Both laws design robustly (`robust_delay_design` 1). Without its reference prediction (below) the
 modal law's delayed loop tracked the rigid reference half as well as the undelayed one whatever the design (in process,
@@ -324,10 +327,11 @@ class ModalLQR(ControlLaw):
     # the noise of its undelayed (lock-step) designs, ROBUST_ERRORS' form (module docstring, "Robust lock-step design");
     # None: certainty-equivalent
     lockstep_robust_errors = None
-    # the rule's allowances not given (module docstring): dq_max = joint_factor tip_max / reach, modal_rate_max =
-    # modal_rate_factor tip_rate_max
-    joint_factor = JOINT_FACTOR
-    modal_rate_factor = 1.0
+    # the rule's allowances not given, undelayed (lock-step) designs (module docstring, "Robust lock-step design"):
+    # dq_max = lockstep_joint_factor tip_max / reach, modal_rate_max = lockstep_modal_rate_factor tip_rate_max;
+    # delayed designs keep the rule's JOINT_FACTOR and 1
+    lockstep_joint_factor = JOINT_FACTOR
+    lockstep_modal_rate_factor = 1.0
     # a delayed design predicts the reference's defect over the delay (module docstring, "Reference over the delay");
     # a law tracking a trajectory of the model (tip_tracking: no defect) does not
     predicts_reference = True
@@ -433,8 +437,11 @@ class ModalLQR(ControlLaw):
         out = dict(p)
         out['tip_max'] = p.get('tip_max') or self.tip_max_per_reach * self.reach
         out['tip_rate_max'] = p.get('tip_rate_max') or out['tip_max'] * self.w_free
-        out['modal_rate_max'] = p.get('modal_rate_max') or self.modal_rate_factor * out['tip_rate_max']
-        out['dq_max'] = p.get('dq_max') or self.joint_factor * out['tip_max'] / self.reach
+        lockstep = not self.history
+        out['modal_rate_max'] = p.get('modal_rate_max') or \
+            (self.lockstep_modal_rate_factor if lockstep else 1.0) * out['tip_rate_max']
+        out['dq_max'] = p.get('dq_max') or \
+            (self.lockstep_joint_factor if lockstep else JOINT_FACTOR) * out['tip_max'] / self.reach
         out['dq_rate_max'] = p.get('dq_rate_max') or JOINT_RATE_FACTOR * out['tip_rate_max'] / self.reach
         return out
 

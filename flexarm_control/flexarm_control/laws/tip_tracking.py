@@ -36,19 +36,20 @@ class TipTracking(ModalLQR):
     name = 'tip_tracking'
     tip_max_per_reach = TIP_MAX_PER_REACH
     predicts_reference = False         # the plan is a trajectory of the model: no defect to predict
-    # designed for the spread of arms it is to hold, joints held tighter than the modal law's rule, the links' rates a
-    # little more (laws/modal.py, "Robust lock-step design")
+    # lock-step: designed for the spread of arms it is to hold, joints held tighter than the modal law's rule, the
+    # links' rates a little more (laws/modal.py, "Robust lock-step design")
     lockstep_robust_errors = LOCKSTEP_ROBUST_ERRORS
-    joint_factor = 2.0
-    modal_rate_factor = 0.9
+    lockstep_joint_factor = 2.0
+    lockstep_modal_rate_factor = 0.9
     GAINS = dict({k: v for k, v in ModalLQR.GAINS.items() if k != 'feedforward'},
                  tip_max=Param(DERIVED, ModalLQR.GAINS['tip_max'].check, 'm, allowed tip error (Bryson weight); not '
                                'set = 0.6 mm per metre of reach', runtime=True),
                  modal_rate_max=Param(DERIVED, ModalLQR.GAINS['modal_rate_max'].check, 'm/s, allowed vibration '
                                       'velocity (the links\' vibration kinetic energy against the moving mass at this '
-                                      'speed); not set = 0.9 tip_rate_max', runtime=True),
+                                      'speed); not set = 0.9 tip_rate_max in lock-step, tip_rate_max in real time',
+                                      runtime=True),
                  dq_max=Param(DERIVED, ModalLQR.GAINS['dq_max'].check, 'rad, allowed joint error; not set = '
-                              '2 tip_max / reach', runtime=True),
+                              '2 tip_max / reach in lock-step, 8 tip_max / reach in real time', runtime=True),
                  pre_actuation=Param(0.5, float_range(lo=0.0, hi=5.0),
                                      's of torque before the move (the stable inverse of the tip output is not causal)'),
                  post_actuation=Param(0.5, float_range(lo=0.0, hi=5.0), 's of torque after the move (to rest)'))
