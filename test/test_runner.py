@@ -123,7 +123,8 @@ def test_tip_tracking_over_dds_and_a_mismatched_plant(ros_env, tmp_path):
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert s['lost'] == '' and s['validity_left'].startswith('link 0 deflected')
     assert s['plant_arm'] == 'deluca_two_link_payload120_stiffness85' and s['model_valid'] is False
-    assert s['tip_rms_error_m'] <= 8e-3 and s['residual_vibration_m'] <= 4e-3, s       # bench_controllers' figures
+    # issue 23's perturbed targets over DDS (bench_controllers' in-process figures: 3.58 / 9.57 / 2.96 mm)
+    assert s['tip_rms_error_m'] <= 5e-3 and s['tip_max_error_m'] <= 12e-3 and s['residual_vibration_m'] <= 4e-3, s
     r = _run(ros_env, '--controller', 'tip_tracking', '--plant-arm', 'slewing_beam', '--quiet', timeout=60)
     assert r.returncode == 1 and 'same joints and modes' in r.stderr
 
