@@ -1,7 +1,8 @@
 """Calibration through the user's path (issue 26): `flexarm excite` runs the experiment on the simulated plant (real
-nodes over DDS, lock-step) whose arm has parameters the fit does not know (--plant-arm) and a strain gauge near each
-link's root (--sensors strain), recording an MCAP; `flexarm identify` reads that file and calibrates the arm file,
-with the gauges and without them. Bad recordings and arguments get clear errors."""
+nodes over DDS, lock-step) whose arm has parameters the fit does not know (--plant-arm), a strain gauge near each
+link's root and a tip accelerometer (--sensors strain_accel), recording an MCAP; `flexarm identify` reads that file
+and calibrates the arm file, with the gauges and the accelerometer and without them. Bad recordings and arguments get
+clear errors."""
 import json
 import os
 import subprocess
@@ -43,7 +44,7 @@ def recording(hidden_arm, tmp_path_factory):
                PYTHONUNBUFFERED='1')
     rec = tmp_path_factory.mktemp('rec') / 'exc.mcap'
     r = _cli(env, 'excite', '--arm', 'deluca_two_link', '--plant-arm', hidden_arm[0], '--duration', '20',
-             '--sensors', 'strain', '--record', str(rec), '--quiet', '--json')
+             '--sensors', 'strain_accel', '--record', str(rec), '--quiet', '--json')
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.strip().splitlines()
     design, run = json.loads(lines[0])['design'], json.loads(lines[-1])['run']
@@ -70,8 +71,10 @@ def test_excite_then_identify_recovers_the_hidden_arm(recording, hidden_arm, tmp
     assert all(v['identifiable'] and v['std_error'] > 0 for v in p.values())
     assert rep['converged'] and not rep['misfit']
     gauges = ['shoulder@0.025:in_plane:c=0.001', 'elbow@0.025:in_plane:c=0.001']
-    assert list(rep['nrmse'][rec]) == ['shoulder', 'elbow'] + gauges        # the gauges were fitted too
+    accel = ['accel.x', 'accel.y', 'accel.z']
+    assert list(rep['nrmse'][rec]) == ['shoulder', 'elbow'] + gauges + accel     # the gauges and the accelerometer
     assert all(rep['nrmse'][rec][k] < 0.05 for k in ('shoulder', 'elbow', gauges[0]))
+    assert rep['nrmse'][rec]['accel.x'] < 0.5 and rep['nrmse'][rec]['accel.y'] < 0.5, rep['nrmse'][rec]
     # the same recording, the joints alone: the elbow link's stiffness and damping are known far less well
     r = _cli(env, 'identify', rec, '--arm', 'deluca_two_link', '--fit', '*.EI_z,payload.mass,*.damping_ratio',
              '--joints-only', '--json')
@@ -240,3 +243,4 @@ def test_a_bridge_recording_is_read_with_its_timing(tmp_path):
     _bridge_recording(none, rec, np.full(K, np.nan), np.arange(K) * dt, design)
     with pytest.raises(RecordingError, match='no write of a stamped command'):
         read_record(str(none), nominal.spec)
+

@@ -130,6 +130,7 @@ def excite(args):
     design = {'arm': model.spec.name, 'arm_id': arm_id(path, model.spec.name), 'law': 'pd_servo',
               'kp': [float(x) for x in kp], 'kv': [float(x) for x in kv], 'control_rate_hz': args.control_rate,
               'sensors': args.sensors, 'strain_bandwidth_hz': DEFAULTS['strain.bandwidth'],
+              'accel_bandwidth_hz': DEFAULTS['accelerometer.bandwidth'],
               'excitation': exc.describe(),
               'predicted': {k: (v.tolist() if hasattr(v, 'tolist') else v) for k, v in figures.items()}}
     if not args.json:
@@ -151,6 +152,7 @@ def excite(args):
         plant_extra.pop('sensors.strain.gauges', None)
     if values.get('sensors.accelerometer.enabled'):
         plant_extra['sensors.accelerometer.rate'] = args.control_rate
+        plant_extra['sensors.accelerometer.bandwidth'] = design['accel_bandwidth_hz']
     run_args = argparse.Namespace(
         arm=args.arm, controller='pd_servo', duration=args.duration + 1.0, rate=args.rate,
         control_rate=args.control_rate, time_mode=args.time_mode, shaping='none', angle=0.0,

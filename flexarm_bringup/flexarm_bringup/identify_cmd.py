@@ -12,6 +12,10 @@ Reads from each recording (`flexarm excite`, or any run of pd_servo with --kp/--
                             gauge about its mean (its bias is not a model parameter), weighted by its variance, the
                             amplifier's low-pass (metadata strain_bandwidth_hz, or --strain-bandwidth) applied to
                             the prediction; --joints-only leaves them out
+  /flexarm/tip_imu          the tip accelerometer's linear acceleration, if recorded (`flexarm excite --sensors
+                            strain_accel`): fitted too, each axis about its mean, weighted by its covariance, its
+                            low-pass (metadata accel_bandwidth_hz, or --accel-bandwidth) applied to the prediction;
+                            --joints-only leaves it out
   metadata flexarm_experiment  the law's gains, the arm's name and id, the control rate
 and fits the named parameters (flexarm_control.identification.parameters: `<joint>.EI_z`, `<joint>.damping_ratio`,
 `payload.mass`, ...; `*` for every joint) by output error on the package's own nonlinear model, replaying the
@@ -37,6 +41,7 @@ JOINT_STATES = '/joint_states'
 COMMANDS = '/flexarm/effort_command'
 LAW_STATE = '/flexarm/state'          # what the law acted on (a simulated plant's exact joints; the bridge's readings)
 STRAIN = '/flexarm/strain'
+TIP_IMU = '/flexarm/tip_imu'
 APPLIED = '/flexarm/applied_effort'     # a hardware bridge's writes (when each command reached the servos)
 HARDWARE_GAP = 10                     # readings this many periods apart: the loop stalled (refused)
 
@@ -60,10 +65,13 @@ def add_parser(sub):
     p.add_argument('--kp', default=None, help='the law\'s kp per joint, for a recording without flexarm_experiment')
     p.add_argument('--kv', default=None, help='the law\'s kv per joint, for a recording without flexarm_experiment')
     p.add_argument('--joints-only', action='store_true',
-                   help='fit the joint readings only, even where strain gauges were recorded')
+                   help='fit the joint readings only, even where strain gauges or a tip accelerometer were recorded')
     p.add_argument('--strain-bandwidth', type=float, default=None, metavar='HZ',
                    help='the gauges\' amplifier low-pass (default the recording\'s metadata, else the plant\'s sensor '
                         'model); 0 = none')
+    p.add_argument('--accel-bandwidth', type=float, default=None, metavar='HZ',
+                   help='the tip accelerometer\'s low-pass (default the recording\'s metadata, else the plant\'s '
+                        'sensor model); 0 = none')
     p.set_defaults(func=identify_main)
 
 
@@ -93,12 +101,13 @@ def _metadata(reader):
     return out
 
 
-def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, strain_bandwidth=None):
+def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, strain_bandwidth=None, accel=True,
+                accel_bandwidth=None):
     """The ClosedLoopRecord of a recording for the arm `spec` (module docstring); RecordingError naming the topic or
     field it cannot use."""
     from mcap.reader import make_reader
     from rclpy.serialization import deserialize_message
-    from sensor_msgs.msg import JointState
+    from sensor_msgs.msg import Imu, JointState
 
     from flexarm_control.identification import ClosedLoopRecord
     from flexarm_msgs.msg import AppliedEffort, FlexState, JointEffortCommand, StrainGauges
@@ -114,10 +123,14 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
         try:
             reader = make_reader(f)
             meta = _metadata(reader)
-            states, commands, law, gauges, applied = {}, {}, {}, {}, []
-            topics = [JOINT_STATES, COMMANDS, LAW_STATE, APPLIED] + ([STRAIN] if strain else [])
+            states, commands, law, gauges, imus, applied = {}, {}, {}, {}, {}, []
+            topics = [JOINT_STATES, COMMANDS, LAW_STATE, APPLIED] + ([STRAIN] if strain else []) + \
+                ([TIP_IMU] if accel else [])
             for _schema, channel, msg in reader.iter_messages(topics=topics):
-                if channel.topic == APPLIED:
+                if channel.topic == TIP_IMU:
+                    m = deserialize_message(msg.data, Imu)
+                    imus[_stamp_ns(m.header)] = m
+                elif channel.topic == APPLIED:
                     m = deserialize_message(msg.data, AppliedEffort)
                     cs = int(m.command_stamp.sec) * 1_000_000_000 + int(m.command_stamp.nanosec)
                     applied.append((_stamp_ns(m.header), cs, np.asarray(m.effort, dtype=float)))
@@ -234,6 +247,11 @@ def read_record(path, spec, counts_per_rev=None, kp=None, kv=None, strain=True, 
         if bw is None:
             bw = float((design or {}).get('strain_bandwidth_hz', DEFAULTS['strain.bandwidth']))
         extra = _strain_channel(path, gauges, stamps, names, bw, period)
+    if imus:
+        bw = accel_bandwidth
+        if bw is None:
+            bw = float((design or {}).get('accel_bandwidth_hz', DEFAULTS['accelerometer.bandwidth']))
+        extra.update(_accel_channel(path, imus, stamps, bw, period))
     return ClosedLoopRecord(period * 1e-9, tuple(names), U, Q, QD, kp, kv, noise, source=str(path),
                             t0=stamps[0] * 1e-9, delay=delay, law_position=LQ, law_velocity=LQD, **extra)
 
@@ -373,6 +391,34 @@ def _strain_channel(path, gauges, stamps, joints, bandwidth, period_ns):
             'strain_alpha': lowpass_alpha(bandwidth, 1e9 / period_ns)}
 
 
+def _accel_channel(path, imus, stamps, bandwidth, period_ns):
+    """The accelerometer fields of a ClosedLoopRecord from the /flexarm/tip_imu messages at the readings' instants
+    (linear acceleration, tip frame; its covariance's diagonal the noise)."""
+    from flexarm_sim.sensors import lowpass_alpha
+
+    A = np.empty((len(stamps), 3))
+    first = None
+    for k, s in enumerate(stamps):
+        m = imus.get(s)
+        if m is None:
+            raise RecordingError(f'{path}: {TIP_IMU}: no reading at t = {s * 1e-9:.6f} s, where {JOINT_STATES} has '
+                                 'one (the accelerometer must be sampled with the joints: flexarm excite --sensors '
+                                 'strain_accel does; --joints-only ignores it)')
+        first = first or m
+        A[k] = (m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z)
+    if not np.all(np.isfinite(A)):
+        raise RecordingError(f'{path}: {TIP_IMU}.linear_acceleration: non-finite readings')
+    cov = np.asarray(first.linear_acceleration_covariance, dtype=float)
+    var = cov[[0, 4, 8]] if cov.size == 9 else np.full(3, np.nan)
+    if not np.all(np.isfinite(var) & (var > 0)):
+        raise RecordingError(f'{path}: {TIP_IMU}.linear_acceleration_covariance has diagonal {list(var)}: the '
+                             'accelerometer\'s noise is needed to weigh it against the joints (--joints-only fits '
+                             'without it)')
+    if not (math.isfinite(bandwidth) and bandwidth >= 0):
+        raise RecordingError(f'accelerometer bandwidth must be >= 0 Hz, got {bandwidth}')
+    return {'accel': A, 'accel_noise': np.sqrt(var), 'accel_alpha': lowpass_alpha(bandwidth, 1e9 / period_ns)}
+
+
 def _frequencies(spec, n=3):
     from flexarm_sim.model import load_model, whole_arm_modes
     model = load_model(spec)
@@ -417,11 +463,11 @@ def _plot(path, records, result):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    from flexarm_control.identification.output_error import simulate_record, strain_of
+    from flexarm_control.identification.output_error import ACCEL_CHANNELS, accel_of, replay_record, strain_of
     from flexarm_sim.model import load_model
     model = load_model(result.spec)
     rec = records[0]
-    q, Z = simulate_record(model, rec, result.scale, result.offset, delay=result.delay)
+    q, Z, ZD, TAU = replay_record(model, rec, result.scale, result.offset, delay=result.delay)
     t = rec.t0 + (rec.sample_times if rec.sample_times is not None else rec.dt * np.arange(rec.samples))
     meas, pred, labels = [rec.position], [q], [(name, 'rad', 1.0, 1e3, 'mrad') for name in rec.joint_names]
     if rec.strain is not None:
@@ -429,6 +475,11 @@ def _plot(path, records, result):
         meas.append(rec.strain)
         pred.append(s + (rec.strain - s).mean(axis=0))          # each gauge's bias fitted
         labels += [(g.split('@')[0] + ' gauge', 'µε', 1e6, 1e6, 'µε') for g in rec.gauges]
+    if rec.accel is not None:
+        a = accel_of(model, rec, Z, ZD, TAU)
+        meas.append(rec.accel)
+        pred.append(a + (rec.accel - a).mean(axis=0))          # each axis' bias fitted
+        labels += [(c, 'm/s²', 1.0, 1e3, 'mm/s²') for c in ACCEL_CHANNELS]
     meas, pred = np.hstack(meas), np.hstack(pred)
     n = meas.shape[1]
     fig, axes = plt.subplots(2 * n, 1, figsize=(10, 3 * n + 1), sharex=True)
@@ -459,7 +510,8 @@ def identify_main(args):
         path = resolve_arm(args.arm, 'arm')
         spec = load_model(path).spec
         kp, kv = _vector_arg(args.kp, '--kp'), _vector_arg(args.kv, '--kv')
-        kw = {'strain': not args.joints_only, 'strain_bandwidth': args.strain_bandwidth}
+        kw = {'strain': not args.joints_only, 'strain_bandwidth': args.strain_bandwidth,
+              'accel': not args.joints_only, 'accel_bandwidth': args.accel_bandwidth}
         records = [read_record(p, spec, args.counts_per_rev, kp, kv, **kw) for p in args.recordings]
         held = [read_record(p, spec, args.counts_per_rev, kp, kv, **kw) for p in args.holdout]
         if args.output and os.path.abspath(args.output) in {os.path.abspath(p) for p in args.recordings}:
@@ -467,6 +519,7 @@ def identify_main(args):
         for rec in records:
             say(f'{rec.source}: {rec.duration:.2f} s at {1 / rec.dt:.0f} Hz, {len(rec.joint_names)} joints'
                 + (f', strain gauges {", ".join(rec.gauges)}' if rec.strain is not None else '')
+                + (', tip accelerometer' if rec.accel is not None else '')
                 + (f', commands {rec.delay} period(s) after their readings' if rec.delay else ''))
         result = identify(spec, records, args.fit, max_iter=args.max_iter, progress=say)
     except (ConfigError, RecordingError, RecordError, FitError, ArmSpecError, OSError) as e:

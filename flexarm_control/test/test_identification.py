@@ -91,14 +91,15 @@ def experiment():
     return nominal, exc, kp, kv, figures
 
 
-def _records(experiment, hidden, seeds=(1, 2), effort_noise=0.0, gauges=()):
+def _records(experiment, hidden, seeds=(1, 2), effort_noise=0.0, gauges=(), accelerometer=False):
     nominal, exc, kp, kv, _ = experiment
     true = _model(hidden)
     out = []
     for s in seeds:
         e = Excitation(exc.q0, exc.amplitude, exc.frequencies, exc.duration, exc.ramp, seed=s, slope=exc.slope)
         out.append(run_offline(true, e, kp, kv, DT, law_model=nominal, effort_noise=effort_noise, seed=s,
-                               source=f'seed {s}', gauges=gauges, strain_bias=[3e-5, -2e-5]))
+                               source=f'seed {s}', gauges=gauges, strain_bias=[3e-5, -2e-5],
+                               accelerometer=accelerometer))
     return true, out
 
 
@@ -237,6 +238,54 @@ def test_strain_gauges_determine_what_the_encoders_hardly_do(experiment):
     assert result.cost < 1.5 and not result.misfit        # the gauges' bias and filter are what the model says
     _, err = predict(result.spec, held)
     assert err.shape == (4,) and np.all(err[:3] < 0.05) and err[3] < 0.3, err   # (elbow gauge: signal ~10x noise)
+
+
+def test_the_accelerometer_prediction_is_the_sensor_model_along_the_replay(experiment):
+    """accel_of against an independent formulation: flexarm_sim.model.sensing.tip_specific_force (Python, the
+    plant's sensor model without its noise) at each sample of the true arm's replay, with the torque that acted up
+    to the sample, through the same first-order low-pass written here as a loop."""
+    from flexarm_control.identification.output_error import accel_of, replay_record
+    from flexarm_sim.model.sensing import tip_specific_force
+    true, (rec,) = _records(experiment, _hidden_b(), seeds=(1,), accelerometer=True)
+    _, Z, ZD, TAU = replay_record(true, rec, samples=400)
+    got = accel_of(true, rec, Z, ZD, TAU)
+    u = np.array([tip_specific_force(true, Z[k], ZD[k], TAU[max(k - 1, 0)]) for k in range(Z.shape[0])])
+    want = np.empty_like(u)
+    want[0] = u[0]
+    for k in range(1, u.shape[0]):
+        want[k] = want[k - 1] + rec.accel_alpha * (u[k] - want[k - 1])
+    assert np.max(np.abs(got - want)) < 1e-9 * max(1.0, np.max(np.abs(want)))
+    # and the recording itself: its readings are that model plus the sensor's noise (std accel_noise after the
+    # filter, as the record says)
+    resid = rec.accel[:400] - got
+    assert 0.5 < np.std(resid) / rec.accel_noise[0] < 2.0, (np.std(resid), rec.accel_noise)
+
+
+@pytest.mark.slow
+def test_a_tip_accelerometer_is_a_fitted_output(experiment):
+    """The tip accelerometer (the `strain_accel` set's: noise, the low-pass, as the plant's sensor model makes them)
+    as a fitted output beside the joints: it sees the tip's motion, which the joints see only through its reaction.
+    At the truth, the standard errors of the joints alone and with the accelerometer; then the fit with it."""
+    nominal = experiment[0]
+    hidden = _hidden_c()
+    true, (rec, held) = _records(experiment, hidden, accelerometer=True)
+    assert rec.channels == ('shoulder', 'elbow', 'accel.x', 'accel.y', 'accel.z')
+    fit = ['*.EI_z', '*.damping_ratio', 'payload.mass', 'payload.inertia']
+    joints = identifiability(true.spec, [rec.without_accel()], fit)
+    both = identifiability(true.spec, [rec], fit)
+    assert not any(why for _, why in both.values())
+    assert all(both[name][0] < joints[name][0] for name in both), (joints, both)
+    gains = {name: joints[name][0] / both[name][0] for name in both}
+    assert max(gains.values()) > 3, gains
+    result = identify(nominal.spec, [rec], fit)
+    assert result.converged and all(result.identifiable), (result.message, result.why_not)
+    tol = {'EI_z': (0.005, 0.0), 'mass': (0.005, 0.0), 'inertia': (0.01, 0.0), 'damping_ratio': (0.05, 0.0)}
+    _check(result, hidden, result.names, tol)
+    assert result.cost < 1.5 and not result.misfit
+    _, err = predict(result.spec, held)
+    assert err.shape == (5,) and np.all(err[:2] < 0.05), err
+    print('accelerometer: standard error gain over the joints alone', {k: round(v, 1) for k, v in gains.items()},
+          'held-out NRMSE', np.round(err, 4))
 
 
 @pytest.mark.slow

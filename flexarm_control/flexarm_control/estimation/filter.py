@@ -35,7 +35,7 @@ from numba import njit
 
 from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step, zero_order_hold
 from flexarm_sim.model.equilibrium import static_equilibrium
-from flexarm_sim.model.kernels import INTERNAL, KERNEL_NO_NRT, forward_dynamics, kernel, link_frames
+from flexarm_sim.model.kernels import INTERNAL, KERNEL_LONG, KERNEL_NO_NRT, forward_dynamics, kernel, link_frames
 from flexarm_sim.model.sensing import TIP_ACCEL_STEP, SensorSet, strain_matrix
 
 RK4_SAFETY = 0.5
@@ -77,9 +77,11 @@ def warm_kernels(model=None):
     propagate(P, P, P)
     joseph_update(P, H, R, nu)
     innovation_sigma(P, H, R, nu)
-    if model is not None:                   # the accelerometer's model (a reading's update)
+    if model is not None:                   # the accelerometer's model (a reading's update; identification's replays)
         kf = ModalKalmanFilter(model, SensorSet(), 0.002, FilterNoise(encoder=1e-3))
         kf.update_accel(np.zeros(3), np.zeros(model.n_joints), u_std=np.ones(model.n_joints))
+        tip_specific_forces(model, np.zeros((1, model.n_coords)), np.zeros((1, model.n_coords)),
+                            np.zeros((1, model.n_joints)))
 
 
 @njit(cache=True)
@@ -126,6 +128,36 @@ def _tip_force(d, ws, z, zd, u, step, g, sc, out):
     for a in range(3):
         out[a] = R0[0, a] * f0 + R0[1, a] * f1 + R0[2, a] * f2
     return True
+
+
+@kernel(**KERNEL_LONG)
+def _tip_forces(d, ws, Z, ZD, U, step, g, sc, out):
+    """out[k] = the accelerometer's reading at (Z[k], ZD[k], U[k]) for every k, without the GIL (ws and sc the
+    caller's own); -1, or the first k whose mass matrix is not positive definite."""
+    for k in range(Z.shape[0]):
+        if not _tip_force(d, ws, Z[k], ZD[k], U[k], step, g, sc, out[k]):
+            return k
+    return -1
+
+
+def accel_scratch(model):
+    """The scratch arrays of the accelerometer's reading model (_tip_force, accel_reading_model) for an arm."""
+    N, n = model.n_coords, model.n_joints
+    return (np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(n), np.zeros((n, 3, 3)), np.zeros((n, 3)),
+            np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((3, 3)), np.zeros(3), np.zeros(3))
+
+
+def tip_specific_forces(model, Z, ZD, U):
+    """(K, 3) m/s^2: flexarm_sim.model.sensing.tip_specific_force along a trajectory (Z, ZD (K, N), torques U (K, n))
+    in one kernel that releases the GIL (identification's replays run in threads). ValueError at a sample whose
+    mass matrix is not positive definite."""
+    Z, ZD, U = (np.ascontiguousarray(a, dtype=float) for a in (Z, ZD, U))
+    out = np.zeros((Z.shape[0], 3))
+    k = _tip_forces(model.data, model.workspace(), Z, ZD, U, TIP_ACCEL_STEP,
+                    np.array(model.data.gravity, dtype=float), accel_scratch(model), out)
+    if k >= 0:
+        raise ValueError(f'tip acceleration: mass matrix not positive definite at sample {k}')
+    return out
 
 
 @kernel(**KERNEL_NO_NRT)
@@ -222,9 +254,7 @@ class ModalKalmanFilter:
         self.n_designs = 0
         n = self.n
         self._gravity = np.array(model.data.gravity, dtype=float)
-        self._accel_scratch = (np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros(n), np.zeros((n, 3, 3)),
-                               np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((3, 3)), np.zeros(3),
-                               np.zeros(3))
+        self._accel_scratch = accel_scratch(model)
         self._accel_out = (np.zeros(3), np.zeros((3, 2 * N)), np.zeros((3, n)))     # h, J, Ju (update_accel)
 
     # ------------------------------------------------------------------ schedule

@@ -305,15 +305,17 @@ def design_excitation(model, duration=30.0, dt=2e-3, q0=None, amplitude=None, ba
 
 def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, velocity_resolution=0.0,
                 effort_noise=0.0, seed=0, law_reads='state', source='offline experiment', gauges=(),
-                strain_noise=None, strain_bandwidth=None, strain_bias=0.0, latency=None):
+                strain_noise=None, strain_bandwidth=None, strain_bias=0.0, latency=None, accelerometer=False):
     """Run the experiment on a simulated arm in this process (the plant `model`, pd_servo designed on `law_model`,
     default the same): the readings quantized (encoder counts per turn, the drives' velocity resolution), torque
     noise (N m) added to what the arm gets; the law acts on the exact joint state (law_reads='state', as on the
     simulated plant) or on the readings ('readings', as on hardware). `gauges` ('<joint>@<x>[:<plane>]'): strain
     gauges read every period by the plant's sensor model (flexarm_sim.sensors: noise, bias, the amplifier's low-pass;
     defaults its DEFAULTS). latency (K,) s: each command written that long after its reading, as a hardware bridge
-    does (the record then carries the instants, `applied_at`). Returns the ClosedLoopRecord a recording of it gives
-    (flexarm identify's reader)."""
+    does (the record then carries the instants, `applied_at`). accelerometer: a tip accelerometer read every period
+    by the plant's sensor model (its noise and low-pass, DEFAULTS), with the torque that acted up to the reading as
+    the lock-step plant reads it. Returns the ClosedLoopRecord a recording of it gives (flexarm identify's
+    reader)."""
     from flexarm_sim.model.sensing import parse_gauge
     from flexarm_sim.sensors import DEFAULTS, SensorConfig, SimulatedSensors
 
@@ -335,9 +337,20 @@ def run_offline(model, exc, kp, kv, dt, law_model=None, counts_per_rev=4096, vel
         texts = tuple(gauge_text(model, g) for g in parsed)
         s_noise = np.sqrt(sensors.strain_variance)
         alpha = sensors.alpha_strain
+    accel, a_noise, a_alpha = None, None, 1.0
+    if accelerometer:
+        if latency is not None:
+            raise ValueError('accelerometer: with the lock-step timing only (no latency)')
+        cfg = SensorConfig(seed=seed + 1, accelerometer=True, accel_rate=1.0 / dt)
+        sensors = SimulatedSensors(model, cfg, 1.0 / dt, 1.0 / dt, lockstep=True, control_rate=1.0 / dt)
+        acted = np.vstack([res.tau[:1], res.tau[:-1]])          # the torque the arm got up to each reading
+        accel = np.array([sensors.read_accel(z, zd, u) for z, zd, u in zip(res.z, res.zd, acted)])
+        a_noise = np.full(3, math.sqrt(sensors.accel_variance))
+        a_alpha = sensors.alpha_accel
     return ClosedLoopRecord(dt, tuple(j.name for j in model.spec.joints), U, Q, QD, kp, kv, noise, source=source,
                             law_position=LQ, law_velocity=LQD, strain=strain, gauges=texts, strain_noise=s_noise,
-                            strain_alpha=alpha, applied_at=applied)
+                            strain_alpha=alpha, applied_at=applied, accel=accel, accel_noise=a_noise,
+                            accel_alpha=a_alpha)
 
 
 def gauge_text(model, g) -> str:

@@ -27,6 +27,7 @@ value known to within a factor e) is reported "not identifiable from these signa
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -41,8 +42,10 @@ from flexarm_sim.model.spec import ArmSpecError
 
 from .parameters import FitError, ParameterSet
 
-__all__ = ['ClosedLoopRecord', 'Identification', 'identify', 'predict', 'nrmse', 'strain_of', 'identifiability',
-           'RecordError']
+__all__ = ['ClosedLoopRecord', 'Identification', 'identify', 'predict', 'nrmse', 'strain_of', 'accel_of',
+           'identifiability', 'RecordError']
+
+ACCEL_CHANNELS = ('accel.x', 'accel.y', 'accel.z')    # the tip accelerometer's axes (tip frame) as fitted outputs
 
 MAX_STEP = 0.5                # largest change of theta in one step (a factor 1.65 of a log-scaled parameter)
 DIFF_STEP = 1e-4              # forward-difference step in theta
@@ -84,6 +87,10 @@ class ClosedLoopRecord:
     gauges: tuple = ()                    # their descriptions, '<joint>@<x>:<plane>:c=<m>' (sensing.parse_gauge)
     strain_noise: np.ndarray = None       # (g,) the readings' noise standard deviation (after the amplifier's filter)
     strain_alpha: float = 1.0             # the amplifier's first-order low-pass at dt (sensors.lowpass_alpha; 1: none)
+    accel: np.ndarray = None              # (K, 3) m/s^2 the tip accelerometer's readings (tip frame) at the same
+                                          # instants, or None
+    accel_noise: np.ndarray = None        # (3,) their noise standard deviation (after the accelerometer's filter)
+    accel_alpha: float = 1.0              # the accelerometer's first-order low-pass at dt (1: none)
     applied_at: np.ndarray = None         # (K,) s after t0: when the command of each reading took effect (a real-time
                                           # loop's timing, model.replay; NaN: never); torque[k] is then reading k's
     sample_times: np.ndarray = None       # (K,) s after t0: when each reading was taken (with applied_at; default k dt)
@@ -144,6 +151,7 @@ class ClosedLoopRecord:
         if isinstance(self.gauges, str):
             raise RecordError(f'{self.source}: gauges: a list of gauge descriptions, got the string {self.gauges!r}')
         self.gauges = tuple(self.gauges)
+        self._check_accel()
         if self.strain is None:
             if self.gauges:
                 raise RecordError(f'{self.source}: gauges {", ".join(self.gauges)} without strain readings')
@@ -171,6 +179,32 @@ class ClosedLoopRecord:
             raise RecordError(f'{self.source}: strain_alpha must be in (0, 1] (1: no filter), got {self.strain_alpha}')
         self.strain_alpha = a
 
+    def _check_accel(self):
+        if self.accel is None:
+            return
+        K = self.torque.shape[0]
+        self.accel = np.ascontiguousarray(self.accel, dtype=float)
+        if self.accel.shape != (K, 3):
+            raise RecordError(f'{self.source}: accel: expected ({K}, 3) readings (tip frame x, y, z), got shape '
+                              f'{self.accel.shape}')
+        bad = ~np.isfinite(self.accel)
+        if bad.any():
+            k, i = np.argwhere(bad)[0]
+            raise RecordError(f'{self.source}: accel[{ACCEL_CHANNELS[i]}] is not finite at sample {k}')
+        noise = _per(self.source, 'accel_noise', self.accel_noise if self.accel_noise is not None else np.nan, 3,
+                     'axis')
+        if not np.all(np.isfinite(noise) & (noise > 0)):
+            raise RecordError(f'{self.source}: accel_noise must be > 0 per axis (the readings\' standard deviation), '
+                              f'got {noise}')
+        self.accel_noise = noise
+        try:
+            a = float(self.accel_alpha)
+        except (TypeError, ValueError):
+            a = math.nan
+        if not (math.isfinite(a) and 0.0 < a <= 1.0):
+            raise RecordError(f'{self.source}: accel_alpha must be in (0, 1] (1: no filter), got {self.accel_alpha}')
+        self.accel_alpha = a
+
     @property
     def samples(self) -> int:
         return self.torque.shape[0]
@@ -181,14 +215,19 @@ class ClosedLoopRecord:
 
     @property
     def channels(self) -> tuple:
-        """The fitted outputs, in the residuals' order per sample: the joints, then the gauges."""
-        return tuple(self.joint_names) + (self.gauges if self.strain is not None else ())
+        """The fitted outputs, in the residuals' order per sample: the joints, the gauges, the accelerometer's axes."""
+        return tuple(self.joint_names) + (self.gauges if self.strain is not None else ()) + \
+            (ACCEL_CHANNELS if self.accel is not None else ())
 
     def without_strain(self) -> 'ClosedLoopRecord':
         """The same record with the joint readings only (what encoders alone determine)."""
         return ClosedLoopRecord(self.dt, self.joint_names, self.torque, self.position, self.velocity, self.kp, self.kd,
                                 self.position_noise, self.source, self.t0, self.delay, self.law_position,
                                 self.law_velocity, applied_at=self.applied_at, sample_times=self.sample_times)
+
+    def without_accel(self) -> 'ClosedLoopRecord':
+        """The same record without its accelerometer readings (joints and gauges)."""
+        return dataclasses.replace(self, accel=None, accel_noise=None, accel_alpha=1.0)
 
 
 def _per(source, name, value, n, what):
@@ -223,16 +262,22 @@ def simulate_record(model, rec, scale=None, offset=None, samples=None, delay=0.0
     """The model's replay of a record (its first `samples`, default all): (predicted readings (K, n), z (K, N)).
     delay (s, a record with applied_at): every command acts that much later than recorded (never before its own
     reading)."""
+    return replay_record(model, rec, scale, offset, samples, delay)[:2]
+
+
+def replay_record(model, rec, scale=None, offset=None, samples=None, delay=0.0):
+    """simulate_record's replay with its rates and torques: (predicted readings (K, n), z, zd (K, N), the torque
+    applied from each sample (K, n))."""
     n = model.n_joints
     scale = np.ones(n) if scale is None else np.asarray(scale, dtype=float)
     offset = np.zeros(n) if offset is None else np.asarray(offset, dtype=float)
     z0, zd0 = _initial_state(model, rec, offset)
     k = rec.samples if samples is None else max(2, min(int(samples), rec.samples))
-    Z, _, _ = replay(model, rec.dt, rec.torque[:k], rec.law_position[:k], rec.law_velocity[:k], rec.kp, rec.kd,
-                     min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset,
-                     applied_at=_acting(rec, k, delay),
-                     sample_times=None if rec.sample_times is None else rec.sample_times[:k])
-    return Z[:, model.q_index] + offset, Z
+    Z, ZD, TAU = replay(model, rec.dt, rec.torque[:k], rec.law_position[:k], rec.law_velocity[:k], rec.kp, rec.kd,
+                        min(rec.delay, k - 1), z0=z0, zd0=zd0, scale=scale, offset=offset,
+                        applied_at=_acting(rec, k, delay),
+                        sample_times=None if rec.sample_times is None else rec.sample_times[:k])
+    return Z[:, model.q_index] + offset, Z, ZD, TAU
 
 
 def _acting(rec, k, delay):
@@ -264,32 +309,57 @@ def strain_of(model, rec, Z):
     return lfilter([a], [1.0, a - 1.0], u, axis=0, zi=((1.0 - a) * u[:1]))[0]
 
 
-def _channel_residuals(model, rec, q, Z, k):
-    """Noise-weighted residuals (k, channels) of a replay's first k samples (the gauges' about their mean)."""
-    R = (q - rec.position[:k]) / rec.position_noise
-    if rec.strain is None:
-        return R
-    e = strain_of(model, rec, Z) - rec.strain[:k]
-    return np.hstack([R, (e - e.mean(axis=0)) / rec.strain_noise])
+def accel_of(model, rec, Z, ZD, TAU):
+    """The tip accelerometer's readings the model predicts along a replay (Z, ZD (K, N), TAU (K, n): the torque
+    applied from each sample), bias aside: the specific force at each sample with the torque that acted up to it
+    (the period that ends there: a reading taken at a control instant, before its command acts; the first sample
+    with the first torque) through the accelerometer's first-order low-pass (flexarm_sim.sensors), y_0 = u_0. Its
+    residuals are taken about their mean, as the gauges' (a constant bias is not a model parameter)."""
+    from scipy.signal import lfilter
+
+    from ..estimation.filter import tip_specific_forces
+    U = np.vstack([TAU[:1], TAU[:-1]])
+    u = tip_specific_forces(model, Z, ZD, U)
+    a = rec.accel_alpha
+    if a >= 1.0:
+        return u
+    return lfilter([a], [1.0, a - 1.0], u, axis=0, zi=((1.0 - a) * u[:1]))[0]
 
 
-def _channel_nrmse(model, rec, q, Z):
-    """NRMSE per channel (joints, then gauges with their bias fitted)."""
-    out = nrmse(q, rec.position)
-    if rec.strain is None:
-        return out
-    s = strain_of(model, rec, Z)
-    s = s + (rec.strain - s).mean(axis=0)
-    return np.concatenate([out, nrmse(s, rec.strain)])
+def _channel_residuals(model, rec, replayed, k):
+    """Noise-weighted residuals (k, channels) of a replay's (replay_record's) first k samples (the gauges' and the
+    accelerometer's about their mean)."""
+    q, Z, ZD, TAU = replayed
+    out = [(q - rec.position[:k]) / rec.position_noise]
+    if rec.strain is not None:
+        e = strain_of(model, rec, Z) - rec.strain[:k]
+        out.append((e - e.mean(axis=0)) / rec.strain_noise)
+    if rec.accel is not None:
+        e = accel_of(model, rec, Z, ZD, TAU) - rec.accel[:k]
+        out.append((e - e.mean(axis=0)) / rec.accel_noise)
+    return np.hstack(out) if len(out) > 1 else out[0]
+
+
+def _channel_nrmse(model, rec, replayed):
+    """NRMSE per channel (joints, then gauges and accelerometer axes with their bias fitted)."""
+    q, Z, ZD, TAU = replayed
+    out = [nrmse(q, rec.position)]
+    if rec.strain is not None:
+        s = strain_of(model, rec, Z)
+        out.append(nrmse(s + (rec.strain - s).mean(axis=0), rec.strain))
+    if rec.accel is not None:
+        a = accel_of(model, rec, Z, ZD, TAU)
+        out.append(nrmse(a + (rec.accel - a).mean(axis=0), rec.accel))
+    return np.concatenate(out)
 
 
 def predict(spec, rec, scale=None, offset=None, delay=0.0):
-    """(predicted joint readings, NRMSE per channel: joints then gauges) of an arm (ArmSpec or model) on a record
-    (e.g. held out)."""
+    """(predicted joint readings, NRMSE per channel: joints, gauges, accelerometer axes) of an arm (ArmSpec or
+    model) on a record (e.g. held out)."""
     model = spec if hasattr(spec, 'q_index') else load_model(spec)
     _check_joints(model.spec, rec)
-    q, Z = simulate_record(model, rec, scale, offset, delay=delay)
-    return q, _channel_nrmse(model, rec, q, Z)
+    replayed = replay_record(model, rec, scale, offset, delay=delay)
+    return replayed[0], _channel_nrmse(model, rec, replayed)
 
 
 def _check_joints(spec, rec):
@@ -363,8 +433,8 @@ class _Problem:
             out = []
             for rec in self.records:
                 k = rec.samples if self.horizon is None else min(rec.samples, int(self.horizon / rec.dt) + 1)
-                q, Z = simulate_record(model, rec, scale, offset, k, delay)
-                out.append(_channel_residuals(model, rec, q, Z, q.shape[0]).ravel())
+                replayed = replay_record(model, rec, scale, offset, k, delay)
+                out.append(_channel_residuals(model, rec, replayed, replayed[0].shape[0]).ravel())
         except RecordError:
             raise
         except (ArmSpecError, IntegrationError, np.linalg.LinAlgError, ValueError):
@@ -732,7 +802,7 @@ def identify(spec, records, fit, *, max_iter=40, progress=None, threads=None, st
     scale, offset = pset.drive(theta_full)
     delay = pset.delay(theta_full)
     model = load_model(spec_hat)
-    fits = [_channel_nrmse(model, rec, *simulate_record(model, rec, scale, offset, delay=delay)) for rec in records]
+    fits = [_channel_nrmse(model, rec, replay_record(model, rec, scale, offset, delay=delay)) for rec in records]
     misfit = ''
     if cost / r.size > MISFIT:
         unfitted = [f'{js.name}.{k}' for js in spec.joints for k in ('viscous', 'coulomb')
