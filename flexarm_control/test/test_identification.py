@@ -422,6 +422,19 @@ def test_bad_records_are_refused_naming_the_field():
     rec = _small_record(strain=np.zeros((10, 1)), gauges=('wrist@0.02',), strain_noise=1e-6)
     with pytest.raises(RecordError, match="rec.mcap: strain gauge 'wrist@0.02'"):
         identify(_model(_nominal_dict()).spec, [rec], ['payload.mass'])
+    accel = np.zeros((10, 3))
+    with pytest.raises(RecordError, match=r'accel: expected \(10, 3\) readings'):
+        _small_record(accel=np.zeros((10, 2)), accel_noise=1e-3)
+    with pytest.raises(RecordError, match='accel_noise must be > 0 per axis'):
+        _small_record(accel=accel)
+    with pytest.raises(RecordError, match='accel_alpha'):
+        _small_record(accel=accel, accel_noise=1e-3, accel_alpha=1.5)
+    accel[4, 1] = np.nan
+    with pytest.raises(RecordError, match=r'accel\[accel.y\] is not finite at sample 4'):
+        _small_record(accel=accel, accel_noise=1e-3)
+    rec = _small_record(accel=np.zeros((10, 3)), accel_noise=1e-3)
+    assert rec.channels[-3:] == ('accel.x', 'accel.y', 'accel.z')
+    assert rec.without_accel().channels == ('shoulder', 'elbow')
 
 
 def test_bad_parameter_lists_are_refused():

@@ -161,23 +161,7 @@ class ClosedLoopRecord:
         if self.strain.ndim != 2 or self.strain.shape != (self.torque.shape[0], g) or not g:
             raise RecordError(f'{self.source}: strain: expected ({self.torque.shape[0]}, {g}) readings of the gauges '
                               f'{", ".join(self.gauges) or "(none given)"}, got shape {self.strain.shape}')
-        bad = ~np.isfinite(self.strain)
-        if bad.any():
-            k, i = np.argwhere(bad)[0]
-            raise RecordError(f'{self.source}: strain[{self.gauges[i]}] is not finite at sample {k}')
-        noise = _per(self.source, 'strain_noise', self.strain_noise if self.strain_noise is not None else np.nan, g,
-                     'gauge')
-        if not np.all(np.isfinite(noise) & (noise > 0)):
-            raise RecordError(f'{self.source}: strain_noise must be > 0 per gauge (the readings\' standard '
-                              f'deviation), got {noise}')
-        self.strain_noise = noise
-        try:
-            a = float(self.strain_alpha)
-        except (TypeError, ValueError):
-            a = math.nan
-        if not (math.isfinite(a) and 0.0 < a <= 1.0):
-            raise RecordError(f'{self.source}: strain_alpha must be in (0, 1] (1: no filter), got {self.strain_alpha}')
-        self.strain_alpha = a
+        self.strain_noise, self.strain_alpha = self._sensor_channel('strain', self.strain, self.gauges, 'gauge')
 
     def _check_accel(self):
         if self.accel is None:
@@ -187,23 +171,28 @@ class ClosedLoopRecord:
         if self.accel.shape != (K, 3):
             raise RecordError(f'{self.source}: accel: expected ({K}, 3) readings (tip frame x, y, z), got shape '
                               f'{self.accel.shape}')
-        bad = ~np.isfinite(self.accel)
+        self.accel_noise, self.accel_alpha = self._sensor_channel('accel', self.accel, ACCEL_CHANNELS, 'axis')
+
+    def _sensor_channel(self, name, readings, labels, what):
+        """(noise (m,), alpha) of a sensor's readings (K, m) validated: finite, its `<name>_noise` > 0 per channel,
+        its `<name>_alpha` (a first-order low-pass) in (0, 1]; RecordError naming the field."""
+        bad = ~np.isfinite(readings)
         if bad.any():
             k, i = np.argwhere(bad)[0]
-            raise RecordError(f'{self.source}: accel[{ACCEL_CHANNELS[i]}] is not finite at sample {k}')
-        noise = _per(self.source, 'accel_noise', self.accel_noise if self.accel_noise is not None else np.nan, 3,
-                     'axis')
+            raise RecordError(f'{self.source}: {name}[{labels[i]}] is not finite at sample {k}')
+        given = getattr(self, f'{name}_noise')
+        noise = _per(self.source, f'{name}_noise', given if given is not None else np.nan, len(labels), what)
         if not np.all(np.isfinite(noise) & (noise > 0)):
-            raise RecordError(f'{self.source}: accel_noise must be > 0 per axis (the readings\' standard deviation), '
-                              f'got {noise}')
-        self.accel_noise = noise
+            raise RecordError(f'{self.source}: {name}_noise must be > 0 per {what} (the readings\' standard '
+                              f'deviation), got {noise}')
+        alpha = getattr(self, f'{name}_alpha')
         try:
-            a = float(self.accel_alpha)
+            a = float(alpha)
         except (TypeError, ValueError):
             a = math.nan
         if not (math.isfinite(a) and 0.0 < a <= 1.0):
-            raise RecordError(f'{self.source}: accel_alpha must be in (0, 1] (1: no filter), got {self.accel_alpha}')
-        self.accel_alpha = a
+            raise RecordError(f'{self.source}: {name}_alpha must be in (0, 1] (1: no filter), got {alpha}')
+        return noise, a
 
     @property
     def samples(self) -> int:
