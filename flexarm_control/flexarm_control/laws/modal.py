@@ -37,9 +37,9 @@ coordinates scaled by 0.85 and 1.15 (a real arm's modal coordinates are only as 
     (test_modal_design.py checks the spectral radius), at the price of tip tracking under model error (the
     perturbed arm's tip: 6.0 mm RMS over 6 s, where the fragile tight design reaches 2.7 mm) - with a
     certainty-equivalent design; tip_tracking's robust lock-step design (below) has both.
-Robust lock-step design (tip_tracking: `lockstep_robust_errors` = LOCKSTEP_ROBUST_ERRORS, `lockstep_joint_factor` 2,
-`lockstep_modal_rate_factor` 0.9; `robust` 0 makes it certainty-equivalent): the undelayed sampled LQR with multiplicative
-noise (as the robust delay design below) whose directions are the spread of arms the law is specified to hold, the
+Robust lock-step design (tip_tracking: `lockstep_robust_errors` = LOCKSTEP_ROBUST_ERRORS, `lockstep_joint_factor`
+2, `lockstep_modal_rate_factor` 0.9; `robust` 0 makes it certainty-equivalent): the undelayed sampled LQR with
+multiplicative noise (as the robust delay design below) whose directions are the spread of arms the law is to hold, the
 model with +20 % payload and -15 % E.I and with -20 % and +15 % (size 1 each), and tighter joint and modal-rate
 allowances than the modal law's rule. The noise keeps the gain from relying on the exact low whole-arm frequencies,
 which lets the joints be held 4x tighter without losing the modal-scale robustness. De Luca arm, lock-step, the
@@ -111,9 +111,9 @@ perturbed arm behind 4 ms, tip RMS, max, ringing): the combined +20 % payload, -
 0.01 m/s) would reach the issue's 5 / 12 / 4 mm (4.33, 10.0, 1.7 mm) at a modal scale range of x0.86-1.10 - the
 trade-off of the certainty-equivalent lock-step design, not taken; with tip_tracking's lock-step allowances (dq 2,
 modal rate 0.9: "Robust lock-step design") this delayed design holds that arm behind 4 ms to 4.81 / 8.66 / 4.99 mm
-(De Luca, modal scale x0.78-1.15, corners 0-7 ms) but loses delay margin on the other arms (above), so delayed designs
-keep the rule's allowances (LOCKSTEP_ROBUST_ERRORS as this design's noise: 7.68 / 15.5 mm). The 16 Hz mode keeps its floor (2.1 %); the
-nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewing_beam and spatial_3r: margins as
+(De Luca, modal scale x0.78-1.15, corners 0-7 ms) but loses delay margin on the other arms (above), so delayed
+designs keep the rule's allowances (LOCKSTEP_ROBUST_ERRORS as this design's noise: 7.68 / 15.5 mm). The 16 Hz mode
+keeps its floor (2.1 %); the nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %). slewing_beam and spatial_3r: margins as
 before or wider. Both laws design robustly (`robust_delay_design` 1). Without its reference prediction (below) the
 modal law's delayed loop tracked the rigid reference half as well as the undelayed one whatever the design (in process,
 the 30 deg move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust,
