@@ -115,8 +115,8 @@ modal rate 0.9: "Robust lock-step design") this delayed design holds that arm be
 designs keep the rule's allowances (LOCKSTEP_ROBUST_ERRORS as this design's noise: 7.68 / 15.5 mm). The 16 Hz mode
 keeps its floor (2.1 %); the nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %).
 slewing_beam and spatial_3r: margins as before or wider. Both laws design robustly (`robust_delay_design` 1). Without
-its reference prediction (below) the
-modal law's delayed loop tracked the rigid reference half as well as the undelayed one whatever the design (in process,
+its reference prediction (below) the modal law's delayed loop tracked the rigid reference half as well as the undelayed
+one whatever the design (in process,
 the 30 deg move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust,
 undelayed 16.0 mm); with it 16.4 mm certainty-equivalent, 18.9 mm robust - and on the +20 % payload / -15 % E.I arm
 21.1 mm at 11.7 % deflection robust, where the certainty-equivalent one saturates (34.6 / 80.1 mm, 16.9 %). A design
