@@ -116,17 +116,16 @@ designs keep the rule's allowances (LOCKSTEP_ROBUST_ERRORS as this design's nois
 keeps its floor (2.1 %); the nominal loop's 2.6 Hz mode is damped 3-5 % (certainty-equivalent: 10.5 %).
 slewing_beam and spatial_3r: margins as before or wider. Both laws design robustly (`robust_delay_design` 1). Without
 its reference prediction (below) the modal law's delayed loop tracked the rigid reference half as well as the undelayed
-one whatever the design (in process,
-the 30 deg move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm certainty-equivalent, 39.3 mm robust,
-undelayed 16.0 mm); with it 16.4 mm certainty-equivalent, 18.9 mm robust - and on the +20 % payload / -15 % E.I arm
-21.1 mm at 11.7 % deflection robust, where the certainty-equivalent one saturates (34.6 / 80.1 mm, 16.9 %). A design
-costs the certainty-equivalent one's Riccati solve times the fixed point's iterations (~24 on the De Luca arm: 44 ms
-a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time they are designed in a
-process of their own, controller/designer.py). A noise that cannot be mean-square stabilized (or a failing Riccati
-solve) is halved, then quartered (ROBUST_FALLBACK_SCALES), at worst the certainty-equivalent gain, and counted
-(`robust_unconverged`): the slewing beam sampled at 100 Hz behind 20 ms is not stabilizable at the full sizes, and the
-fixed point's last iterate, which was taken as the gain, had a joint gain of 0.003 N m/rad (certainty-equivalent 19.0;
-that run's tip 240 mm off; halved: 17.9, tip 0.72 mm).
+one whatever the design (in process, the 30 deg move, the command acting exactly 4 ms after its state: tip RMS 34.5 mm
+certainty-equivalent, 39.3 mm robust, undelayed 16.0 mm); with it 16.4 mm certainty-equivalent, 18.9 mm robust - and on
+the +20 % payload / -15 % E.I arm 21.1 mm at 11.7 % deflection robust, where the certainty-equivalent one saturates
+(34.6 / 80.1 mm, 16.9 %). A design costs the certainty-equivalent one's Riccati solve times the fixed point's iterations
+(~24 on the De Luca arm: 44 ms a cell on the idle machine against 10 ms, 29 cells for the standard move; in real time
+they are designed in a process of their own, controller/designer.py). A noise that cannot be mean-square stabilized (or
+a failing Riccati solve) is halved, then quartered (ROBUST_FALLBACK_SCALES), at worst the certainty-equivalent gain, and
+counted (`robust_unconverged`): the slewing beam sampled at 100 Hz behind 20 ms is not stabilizable at the full sizes,
+and the fixed point's last iterate, which was taken as the gain, had a joint gain of 0.003 N m/rad (certainty-equivalent
+19.0; that run's tip 240 mm off; halved: 17.9, tip 0.72 mm).
 Reference over the delay (delayed designs; `prediction_periods` m, the whole periods of the input delay): the delayed
 certainty-equivalent gain on (x_k, u_{k-1}, ..) is the undelayed gain on the error predicted m periods ahead by the
 model from the feedback commands issued but not acting yet; that prediction takes the reference for a trajectory of
