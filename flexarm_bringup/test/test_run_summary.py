@@ -22,3 +22,27 @@ def test_the_summary_names_the_time_on_the_hold_law(capsys):
                     'periods skipped); 651 states skipped'], line
     _print_summary(_summary(controller_safe_mode_entries=0.0, controller_safe_mode_time_s=0.0))
     assert 'safe mode' not in capsys.readouterr().out
+
+
+def test_a_real_time_run_is_judged_at_the_end_of_its_move():
+    """In real time plant time is seconds since the epoch: the controller's `command_end_s`, read back from its
+    /diagnostics string, must keep its sub-second digits (at 6 significant digits it read 2400 s late, the move
+    counted as ending after the run, and an arm ending 0.5 rad short of its target passed as not lost)."""
+    import numpy as np
+    from flexarm_bringup.runner import LOST_JOINT_ERROR_RAD, summarize
+    from flexarm_sim.arms import load_arm_model
+    from flexarm_sim.ros.messages import diagnostics
+    model = load_arm_model('deluca_two_link')[0]
+    t_move, move_time, duration, angle = 1796187621.4549735, 2.5, 4.0, np.radians([60.0, 60.0])
+    t = t_move + np.arange(-0.2, duration, 0.002)
+    n = t.size
+    q = np.zeros((n, 2))
+    q[:, :] = np.clip((t - t_move) / move_time, 0.0, 1.0)[:, None] * (angle - 0.5)       # ends 0.5 rad short
+    arrays = {'t': t, 'q': q, 'tau': np.zeros((n, 2)), 'rigid': np.zeros((n, 3)), 'tip': np.zeros((n, 3)),
+              'modal': np.zeros((n, model.mode_index.size))}
+    msg = diagnostics('flexarm_control/modal', 'x', 'ok', 'running', {'command_end_s': t_move + move_time}, 0)
+    diag = {kv.key: kv.value for kv in msg.status[0].values}
+    assert abs(float(diag['command_end_s']) - (t_move + move_time)) < 1e-6
+    out, _ = summarize(arrays, np.zeros(2), angle, move_time, t_move, duration, {}, 'modal', diag, model=model)
+    assert abs(out['command_end_s'] - move_time) < 1e-6
+    assert 0.5 > LOST_JOINT_ERROR_RAD and 'ended 0.5 rad from its target' in out['lost'], out['lost']

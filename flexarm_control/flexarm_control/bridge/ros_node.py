@@ -50,7 +50,7 @@ from flexarm_sim.common.scheduler import (FixedRateScheduler, ReceiveThreads, fi
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
-from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, qos
+from flexarm_sim.ros.messages import LEVELS, CommandReader, JointStateEncoder, diagnostic_value, qos
 from flexarm_sim.ros.messages import stamp as ros_time
 from flexarm_sim.ros.node_main import log_at
 
@@ -61,7 +61,7 @@ from .core import DISABLED, ENABLED, BridgeCore, confirm_enable
 from .servo_bus import ServoBus
 
 def _fmt(v):
-    return f'{v:.6g}' if isinstance(v, float) else str(v)
+    return diagnostic_value(v) if isinstance(v, float) else str(v)
 
 
 class MonotonicToRos:

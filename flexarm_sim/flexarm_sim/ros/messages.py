@@ -2,6 +2,8 @@
 encoder, and readers of the raw command messages (thin: no node, no I/O)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -33,11 +35,19 @@ def stamp_ns(t) -> int:
     return int(t.sec) * 1_000_000_000 + int(t.nanosec)
 
 
+def diagnostic_value(v: float) -> str:
+    """A float as a diagnostic value: 6 significant digits, or every digit (repr) from a magnitude of 1e6 on - an
+    instant of plant time in real time is seconds since the epoch, and at 6 digits `command_end_s` read
+    1.79619e+09, 2400 s off: `flexarm run` took the move as ending after the run and never judged its end."""
+    return repr(v) if math.isfinite(v) and abs(v) >= 1e6 else f'{v:.6g}'
+
+
 def diagnostics(name: str, hardware_id: str, level: str, message: str, values: dict, t_ns: int) -> DiagnosticArray:
-    """One DiagnosticStatus (level 'ok' | 'warn' | 'error'; floats with 6 significant digits; the message and every
-    value at most common.commands.MAX_REASON characters, a value 4 times that)."""
+    """One DiagnosticStatus (level 'ok' | 'warn' | 'error'; floats with 6 significant digits, those of magnitude
+    >= 1e6 exactly (`diagnostic_value`); the message and every value at most common.commands.MAX_REASON characters,
+    a value 4 times that)."""
     st = DiagnosticStatus(level=LEVELS[level], name=name, hardware_id=hardware_id, message=clip(message))
-    st.values = [KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else clip(v, 4 * MAX_REASON))
+    st.values = [KeyValue(key=k, value=diagnostic_value(v) if isinstance(v, float) else clip(v, 4 * MAX_REASON))
                  for k, v in values.items()]
     arr = DiagnosticArray(status=[st])
     arr.header.stamp = stamp(t_ns)
