@@ -219,3 +219,55 @@ def test_the_disk_cache_keys_on_arm_recipe_and_code_and_refuses_damaged_entries(
     c2 = DesignCache(blocked, spec, recipe)
     c2.put((0, 1), design)
     assert c2.write_failures == 1 and c2.get((0, 1)) is None
+
+
+# ---------------------------------------------------------------------------------------------- the estimator's cells
+@pytest.mark.timeout(300)
+def test_the_real_time_estimator_never_designs_in_a_tick_and_its_process_designs_as_the_filter(tmp_path, monkeypatch):
+    """EstimatorRuntime(design_ahead=True), as the real-time estimator node runs it: the nominal configuration's
+    cells are designed at construction; a state entering an undesigned cell designs nothing in the call (the nearest
+    designed cell stands in) and lists the cell, then its neighbours, for the designer; the design process designs
+    each one equal to the filter's own design to the bit (a later run reads it from the disk cache), and once
+    installed the cell is used."""
+    from flexarm_control.estimation import config as econfig
+    from flexarm_control.estimation.runtime import EstimatorRuntime
+    from flexarm_sim.sensors import preset_values
+    monkeypatch.setenv('FLEXARM_CACHE_DIR', str(tmp_path))
+    model = load_arm_model('deluca_two_link')[0]
+    pre = preset_values(model, 'strain_accel')
+    values = dict(econfig.TABLE.defaults(), **{k: v for k, v in pre.items() if k in econfig.TABLE})
+    rt = EstimatorRuntime(model, values, design_ahead=True)
+    kf = rt.filter
+    assert len(kf._cells) == 9 and not kf.design_on_demand                 # 3 x 3 around the nominal configuration
+    designs = kf.n_designs
+    q = np.array([0.62, -0.41])                                            # cell (6, -4): two steps away on joint 1
+    key = kf.cell_key(q)
+    stand_in = kf.cell(q)
+    assert kf.n_designs == designs and key not in kf._cells
+    assert stand_in is kf._cells[(1, -1)]                                  # the nearest designed cell
+    assert list(kf.wanted)[0] == key and len(kf.wanted) == 9                 # the cell first, then its neighbours
+    kf.cell(q)
+    assert len(kf.wanted) == 9                                             # listed once
+
+    def same(a, b):
+        for f in ('z_eq', 'tau_eq', 'Phi', 'Q', 'H_accel'):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+
+    w = DesignWorker(model.spec)
+    try:
+        same(w.design('state_estimator', kf, key, kf.generation), kf.design_cell(key))
+        same(w.design('state_estimator', kf, key, kf.generation), kf.design_cell(key))
+        assert w.cache_hits == 1
+    finally:
+        w.close()
+    rt.start()
+    try:
+        t0 = time.monotonic()
+        while (kf.wanted or key not in kf._cells) and time.monotonic() - t0 < 60.0:
+            time.sleep(0.02)
+        same(kf.cell(q), kf.design_cell(key))
+        assert kf.cell(q) is kf._cells[key] and rt.designer.failures == 0
+        assert rt.diagnostics()[2]['cells_from_disk_cache'] >= 1             # the cell the worker above designed
+    finally:
+        rt.stop()
+    assert not rt.designer._thread.is_alive() and rt.design_worker.pid is None

@@ -1,13 +1,15 @@
 """Gain-schedule cells kept on disk between runs (no ROS).
 
 A scheduled law's cell design (laws.modal.ModalLQR: a robust delayed LQR, ~45 ms of CPU; controller.safe_mode.
-SafeHoldLaw: an LQR searched over the degraded loop's envelope) is a pure function of the arm, the law's
+SafeHoldLaw: an LQR searched over the degraded loop's envelope; the state estimator's estimation.filter.
+ModalKalmanFilter: a linearization and its e^{A dt}, 1-5 ms) is a pure function of the arm, the law's
 `design_recipe()` (class and constructor arguments), the cell and the code that designs it. In real time a move
 visits tens of cells per law, designed while the arm moves: seconds of a core taken from the plant and the controller
 on a 2-core machine (the start-up safe-mode entries of issue 28). Like numba's `cache=True`, a design made once is
 kept: under <root>/designs/<digest>/<cell>.pkl, the digest a SHA-256 of the arm specification, the recipe, the
-source of the design code (flexarm_control.laws, controller.safe_mode, flexarm_sim.model) and the numpy/scipy
-versions, so any change to one of them designs afresh (stale entries are never read; `make clean` removes the tree).
+source of the design code (flexarm_control.laws, controller.safe_mode, estimation.filter, flexarm_sim.model) and
+the numpy/scipy versions, so any change to one of them designs afresh (stale entries are never read; `make clean`
+removes the tree).
 
 Root: $FLEXARM_CACHE_DIR (env.sh: <workspace>/.cache/flexarm; "off" disables the cache), else
 $XDG_CACHE_HOME/flexarm, else ~/.cache/flexarm. Files are written atomically (a temporary file renamed) and carry the
@@ -45,9 +47,10 @@ def code_digest() -> str:
 
         import flexarm_sim.model as sim_model
         from .. import laws
+        from ..estimation import filter as estimation_filter
         from . import safe_mode
         h = hashlib.sha256(f'numpy {numpy.__version__} scipy {scipy.__version__}\n'.encode())
-        files = [Path(safe_mode.__file__)]
+        files = [Path(safe_mode.__file__), Path(estimation_filter.__file__)]
         for pkg in (laws, sim_model):
             files += sorted(Path(pkg.__file__).resolve().parent.rglob('*.py'))
         for f in files:

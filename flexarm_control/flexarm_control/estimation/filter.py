@@ -25,7 +25,9 @@ For a fixed cell the covariance converges to the solution of the filter's discre
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -244,7 +246,12 @@ class ModalKalmanFilter:
         lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
         self._q_lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
         self._q_hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
-        self._cells = {}
+        self._cells = {}                   # cell key -> Cell
+        self._stationary = {}              # cell key -> stationary covariance (or None)
+        self.design_on_demand = True       # False (real time): cells designed ahead (see `cell`)
+        self.wanted = collections.deque()  # real time: cells to design, for the designer (controller/designer.py)
+        self.n_installed = 0               # cells designed elsewhere and installed
+        self._last_key = None
         self.state = ArmState.zeros(model)
         self.bias = np.zeros(self.ng)
         self.P = np.eye(self.nx)
@@ -263,11 +270,67 @@ class ModalKalmanFilter:
         return tuple(int(k) for k in np.round(q / self.schedule_step))
 
     def cell(self, q) -> Cell:
+        """The design of q's cell. In process (`design_on_demand`) a missing one is designed here. In real time
+        (False) a cell is 1-5 ms of CPU (static equilibrium, linearization, e^{A dt}): designed inside a tick it
+        made the estimates late by as much, 27 times in the standard move (bench_estimation, issue 28); so when the
+        state enters a cell, the cell and its neighbours (one step along every joint) not designed yet are listed in
+        `wanted` for a GainDesigner (controller/designer.py: a process of its own, the designs kept on disk), and
+        the nearest designed cell carries the covariance meanwhile (Phi and Q change little over one 0.1 rad step;
+        the state itself is predicted by the nonlinear model)."""
         key = self.cell_key(q)
         c = self._cells.get(key)
+        if self.design_on_demand or not self._cells:
+            if c is None:
+                c = self._cells[key] = self.design_cell(key)
+            return c
+        if key != self._last_key:
+            self._last_key = key
+            for k in self._neighbourhood(key):
+                if k not in self._cells and k not in self.wanted:
+                    self.wanted.append(k)
         if c is None:
-            c = self._cells[key] = self.design(np.array(key, dtype=float) * self.schedule_step)
+            c = self._cells[min(list(self._cells), key=lambda k: sum((a - b) ** 2 for a, b in zip(k, key)))]
         return c
+
+    def _neighbourhood(self, key):
+        """key first, then the cells one step away along any joints (3^n - 1)."""
+        out = [key]
+        for d in itertools.product((0, -1, 1), repeat=len(key)):
+            k = tuple(a + b for a, b in zip(key, d))
+            if k != key:
+                out.append(k)
+        return out
+
+    # the GainDesigner's interface (controller/designer.py)
+    generation = 0
+
+    def design_cell(self, key) -> Cell:
+        """The design of cell `key` (pure: nothing of the filter changes but the design count)."""
+        return self.design(np.array(key, dtype=float) * self.schedule_step)
+
+    def design_recipe(self):
+        """(class, keyword arguments) that build a filter of the same designs (a design process builds it)."""
+        return type(self), dict(sensors=self.sensors, dt=self.dt, noise=self.noise, schedule_step=self.schedule_step)
+
+    def install(self, key, design, generation):
+        """Store a cell designed elsewhere."""
+        if key not in self._cells:
+            self._cells[key] = design
+            self.n_installed += 1
+
+    def prefetch(self, qs):
+        """Design now the cells of the configurations qs and their neighbours."""
+        for k in self.cells_for(qs):
+            self._cells[k] = self.design_cell(k)
+
+    def cells_for(self, qs):
+        """The cells (keys) the joint configurations qs and their neighbours need that are not designed yet."""
+        keys = []
+        for q in qs:
+            for k in self._neighbourhood(self.cell_key(q)):
+                if k not in self._cells and k not in keys:
+                    keys.append(k)
+        return keys
 
     def design(self, q) -> Cell:
         """Phi, Q_d and the accelerometer's Jacobian at the static equilibrium at joint angles q."""
@@ -353,9 +416,9 @@ class ModalKalmanFilter:
         from the discrete algebraic Riccati equation of the filter (scipy.linalg.solve_discrete_are with A = Phi^T,
         B = H^T gives the a-priori P), P+ = P - P H^T (H P H^T + R)^-1 H P. None if it has no solution."""
         c = self.cell(q)
-        key = ('P', self.cell_key(q))
-        if key in self._cells:
-            return self._cells[key]
+        key = self.cell_key(q)
+        if key in self._stationary:
+            return self._stationary[key]
         Hs, Rs = self.measurement_model()
         if self.sensors.accelerometer:
             Hs.append(c.H_accel)
@@ -371,7 +434,8 @@ class ModalKalmanFilter:
                 Pp = None
         except (np.linalg.LinAlgError, ValueError):
             Pp = None
-        self._cells[key] = Pp
+        if key in self._cells:                     # not of a neighbour's design standing in (real time)
+            self._stationary[key] = Pp
         return Pp
 
     def set_state(self, z, zd, P=None, bias=None):

@@ -47,6 +47,7 @@ import numpy as np
 from flexarm_sim.common.params import DERIVED, ConfigError
 from flexarm_sim.model.sensing import SensorSet, SensorSpecError, parse_gauge
 
+from ..controller.designer import DesignWorker, GainDesigner
 from . import config
 from .filter import FilterDiverged, FilterNoise, ModalKalmanFilter
 
@@ -158,7 +159,10 @@ class Track:
 
 
 class EstimatorRuntime:
-    def __init__(self, model, values: dict, log=None):
+    """design_ahead (the real-time node): the filter's cells are designed ahead by a GainDesigner in a process of its
+    own (ModalKalmanFilter.cell), never inside a tick; start() / stop() run and end it."""
+
+    def __init__(self, model, values: dict, log=None, design_ahead=False):
         self.model = model
         self.values = dict(values)
         self.log = log or (lambda level, msg: None)
@@ -180,6 +184,12 @@ class EstimatorRuntime:
             bias_drift=v['sensors.strain.bias_drift'], joint_rate0=v['initial_std.joint_rate'],
             modal0=v['initial_std.modal'], modal_rate0=v['initial_std.modal_rate'])
         self.filter = ModalKalmanFilter(model, self.sensor_set, self.dt, self.noise, v['schedule_step'])
+        self.design_worker = self.designer = None
+        if design_ahead:
+            self.design_worker = DesignWorker(model.spec)
+            self.designer = GainDesigner(self.filter, self.log, self.design_worker, name='state_estimator')
+            self.filter.design_on_demand = False
+            self.filter.prefetch([model.spec.nominal_configuration])      # the first cells, before any reading
         self.tracks = {'encoders': Track('encoders', v['sensors.encoders.timeout'])}
         if gauges:
             self.tracks['strain'] = Track('strain gauges', v['sensors.strain.timeout'])
@@ -208,6 +218,20 @@ class EstimatorRuntime:
         self.last_estimate = None
         self._last_effort = None
         self._t_first = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self):
+        """Start the cell designer (design_ahead)."""
+        if self.designer is not None:
+            self.design_worker.start()
+            self.designer.start()
+
+    def stop(self):
+        """End the cell designer at once (a design in progress is abandoned)."""
+        if self.designer is not None:
+            self.designer.stop(join=False)
+            self.design_worker.close()
+            self.designer.join()
 
     # ------------------------------------------------------------------ inputs
     def command(self, u):
@@ -471,7 +495,10 @@ class EstimatorRuntime:
         v = {'rate_hz': self.rate, 'ticks': self.ticks, 'initialized': kf.initialized,
              'input': self.values['input'], 'commands_rejected': self.commands_rejected,
              'resets': self.resets, 'last_reset': self.last_reset or 'none', 'innovation_bound': self.bound,
-             'linearizations': kf.n_designs}
+             'linearizations': kf.n_designs + kf.n_installed}
+        if self.designer is not None:
+            v.update(cells_designed_ahead=self.designer.designed, cell_design_failures=self.designer.failures,
+                     cells_from_disk_cache=self.design_worker.cache_hits, cells_wanted=len(kf.wanted))
         if kf.initialized:
             std = kf.std()
             N = kf.N

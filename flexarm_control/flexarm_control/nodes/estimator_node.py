@@ -89,7 +89,8 @@ class EstimatorNode(Node):
         self.model = model
         self.layout = ArmLayout.of(model, arm_id(path, model.spec.name))
         ensure_kernels(model, log=self.get_logger().info)      # the filter's kernels too (precompile.KERNEL_GROUPS)
-        self.rt = rt = EstimatorRuntime(model, self.params.values, log=self.log)
+        self.rt = rt = EstimatorRuntime(model, self.params.values, log=self.log,
+                                       design_ahead=not self.params['lockstep'])
         self.names = list(model.spec.joint_names)
         self.lockstep = self.params['lockstep']
         self.encoder = FlexStateEncoder(self.layout, FRAME_ID, ArmOutputs(model, 2))
@@ -258,12 +259,14 @@ class EstimatorNode(Node):
     def start(self):
         if self.hot_loop is None:
             return
+        self.rt.start()                       # the filter's cell designer (real time)
         self.hot_loop.start_reported(self.log, 'readings thread', 'readings are estimated once it runs')
 
     def stop(self):
         if self.hot_loop is None:
             return
         self.hot_loop.stop()
+        self.rt.stop()
         self.hot.destroy()
         for hot, _ in self.side:
             hot.destroy()
