@@ -123,6 +123,9 @@ def test_estimator_node_estimates_and_reports_bad_and_missing_readings(ros_env, 
         js_pub = c.publisher(JointState, '/joint_states')
         st_pub = c.publisher(StrainGauges, '/flexarm/strain')
         cmd_pub = c.publisher(Float64MultiArray, '/effort_controller/commands')
+        # running: its first diagnostics (a real-time node's executor spins once its readings thread has started,
+        # after its cell design process is ready: estimation/runtime.py start)
+        c.spin_until(lambda: c.diags.get(name), 60.0, 'the estimator running')
         cmd_pub.publish(Float64MultiArray(data=[0.0, 0.0]))
         state = {'k': 0, 'strain': 'ok'}
 

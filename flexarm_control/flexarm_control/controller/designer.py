@@ -24,6 +24,7 @@ from .worker import WorkerProcess, WorkerProcessError
 # 1000-3000 states behind)
 DUTY = 1.0 / 3.0
 WORKER_FAILURES = 3          # consecutive process failures after which a designer designs in its own thread
+WORKER_READY_WAIT_S = 30.0   # s a real-time runtime waits for its design process before its loop runs (worker.py)
 
 
 def design_server(spec):

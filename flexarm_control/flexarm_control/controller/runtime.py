@@ -30,7 +30,7 @@ from ..laws import PointToPoint, make_shaper, model_modes
 from ..laws.pd import gain_vector
 from ..laws.reference import ReferenceLimits, move_target
 from . import config
-from .designer import DesignWorker, GainDesigner
+from .designer import WORKER_READY_WAIT_S, DesignWorker, GainDesigner
 from .kinds import law_class
 from .planner import ReferencePlanner
 from .safe_mode import BlendedReferences, Envelope, SafeHoldLaw, SafeMode
@@ -110,8 +110,9 @@ class ControllerRuntime:
     # ------------------------------------------------------------------ lifecycle
     def start(self):
         designers = [d for d in (self.designer, self.hold_designer) if d is not None]
-        if designers:
-            self.design_worker.start()      # importing and building the model meanwhile
+        if designers and not self.design_worker.wait_ready(WORKER_READY_WAIT_S):   # before the loop (worker.py)
+            self.log('warn', f'the gain design process was not ready after {WORKER_READY_WAIT_S:g} s: the loop '
+                             'starts beside its start-up')
         for d in designers + [self.planner]:
             if d is not None:
                 d.start()

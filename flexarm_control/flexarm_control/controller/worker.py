@@ -128,6 +128,31 @@ class WorkerProcess:
     def on_start(self):
         """Called (under the process lock) when a new process has been started."""
 
+    def wait_ready(self, timeout):
+        """Start the process and wait up to `timeout` s until it has imported and built its model: True once ready
+        (False: not yet, or it failed - then stopped; a later call starts or waits again). A real-time owner waits
+        before its loop runs: a worker's start-up is ~2.5 s of a core (interpreter, numpy/scipy/numba, the model and
+        its kernels from the cache), which overlapping the first seconds of a move on the 2-core machine made the
+        loop's states late (issue 28)."""
+        with self._call_lock:
+            self.start()
+            with self._lock:
+                conn = self._conn
+            if self._ready:
+                return True
+            try:
+                if not conn.poll(timeout):
+                    return False
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                self.stop()
+                return False
+            if kind != 'ready':
+                self.stop()
+                return False
+            self._ready = True
+            return True
+
     @property
     def pid(self):
         proc = self._proc

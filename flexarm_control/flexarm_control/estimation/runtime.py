@@ -47,7 +47,7 @@ import numpy as np
 from flexarm_sim.common.params import DERIVED, ConfigError
 from flexarm_sim.model.sensing import SensorSet, SensorSpecError, parse_gauge
 
-from ..controller.designer import DesignWorker, GainDesigner
+from ..controller.designer import WORKER_READY_WAIT_S, DesignWorker, GainDesigner
 from . import config
 from .filter import FilterDiverged, FilterNoise, ModalKalmanFilter
 
@@ -223,7 +223,9 @@ class EstimatorRuntime:
     def start(self):
         """Start the cell designer (design_ahead)."""
         if self.designer is not None:
-            self.design_worker.start()
+            if not self.design_worker.wait_ready(WORKER_READY_WAIT_S):      # before the readings (worker.py)
+                self.log('warn', f'the cell design process was not ready after {WORKER_READY_WAIT_S:g} s: '
+                                 'estimating beside its start-up')
             self.designer.start()
 
     def stop(self):
