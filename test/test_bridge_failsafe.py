@@ -130,6 +130,9 @@ class Rig:
         self.ref = self.node.create_publisher(JointTrajectory, '/flexarm/reference', rel)
 
     def _diag(self, msg):
+        if msg.status and msg.status[0].name.startswith('flexarm_control/'):
+            st = msg.status[0]       # the controller's: a stall's report says what it was doing (safe mode, ...)
+            self.controller_diag = dict({kv.key: kv.value for kv in st.values}, level=st.level, message=st.message)
         if msg.status and msg.status[0].name == BRIDGE_DIAG:
             d = {kv.key: kv.value for kv in msg.status[0].values}
             d['servos'] = [{kv.key: kv.value for kv in st.values} for st in msg.status[1:]]
@@ -256,7 +259,13 @@ def driven_move(rig):
                            'moving')
         except AssertionError as e:
             m = rig.js[-1]
-            failure = f'at {np.round(m.position, 3)} rad, {np.round(m.velocity, 3)} rad/s: {str(e)[:400]}'
+            d = rig.diag()
+            bridge_state = {k: d.get(k) for k in ('state', 'watchdog', 'limit_interventions', 'commands_clamped',
+                                                  'bus_clamped', 'last_fault', 'message')}
+            bridge_state['servos'] = d.get('servos')
+            failure = (f'at {np.round(m.position, 3)} rad, {np.round(m.velocity, 3)} rad/s, effort '
+                       f'{np.round(m.effort, 4)} N m: {str(e)[:400]}; bridge {bridge_state}; controller '
+                       f'{getattr(rig, "controller_diag", None)}')
         stopped = [ln for ln in bridge.err[n_log:] if 'FAULT' in ln or 'command watchdog: no valid' in ln]
         if failure is None and not stopped:
             if stalls:

@@ -28,6 +28,7 @@ import ctypes
 import json
 import math
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -296,12 +297,16 @@ class RunnerNode:
         # ~30 % of a core, taken from the plant and the controller on a 2-core machine
         self.cmd_sub = node.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_command,
                                                 qos(10), raw=True) if watch_commands else None
+        self.in_spin_thread = lambda fn: fn()    # set to the node's _Spinner.call once a thread spins it
 
     def stop_watching_commands(self):
-        """Readiness established: the stamped commands are no longer counted (their subscription is destroyed)."""
+        """Readiness established: the stamped commands are no longer counted (their subscription is destroyed, in
+        the node's spin thread: destroyed from another thread while the executor built its wait set, it raised
+        `InvalidHandle: cannot use Destroyable because destruction was requested` there, killed the spin thread, and
+        the run failed on '/flexarm/pause(True) not answered' - CI, two namespaced runs side by side)."""
         if self.cmd_sub is not None:
-            self.node.destroy_subscription(self.cmd_sub)
-            self.cmd_sub = None
+            sub, self.cmd_sub = self.cmd_sub, None
+            self.in_spin_thread(lambda: self.node.destroy_subscription(sub))
 
     def _on_command(self, _data):
         self.commands_seen += 1
@@ -667,6 +672,7 @@ def _run(args, progress, tmpdir):
         runner = RunnerNode(node, layout, watch_commands=_held(args))
         runner.stride = int(round(args.rate / args.control_rate))
         spins.append(_Spinner(node))
+        runner.in_spin_thread = spins[-1].call
         if args.record:
             recorder = Recorder(node, args.record, [(names.resolve(t, ns), m) for t, m in RECORDED_TOPICS],
                                 metadata=dict({'flexarm_run': {'arm': model.spec.name, 'controller': args.controller,
@@ -716,12 +722,14 @@ def _run(args, progress, tmpdir):
 
 class _Spinner:
     """A node's executor spun by a thread of its own until stop(): the loop looks at its flag at least every
-    SPIN_WAKE_S, so stop() returns with nothing in the executor's wait (see _shut_down)."""
+    SPIN_WAKE_S, so stop() returns with nothing in the executor's wait (see _shut_down). call() runs a function in
+    that thread between two spin_once: the one safe moment to destroy one of the node's entities while it spins."""
 
     def __init__(self, node):
         self.executor = default_executor()()
         self.executor.add_node(node)
         self._running = True
+        self._calls = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._spin, name=f'spin-{node.get_name()}', daemon=True)
         self.thread.start()
 
@@ -729,6 +737,22 @@ class _Spinner:
         ex = self.executor
         while self._running:
             ex.spin_once(timeout_sec=SPIN_WAKE_S)
+            while not self._calls.empty():
+                fn, done = self._calls.get()
+                try:
+                    done.result = fn()
+                finally:
+                    done.set()
+
+    def call(self, fn, timeout=5.0):
+        """fn() in the spin thread (its result), waited for up to *timeout* s; TimeoutError if it did not run."""
+        if not self.thread.is_alive():
+            return fn()                  # nothing spins: nothing to race with
+        done = threading.Event()
+        self._calls.put((fn, done))
+        if not done.wait(timeout):
+            raise TimeoutError(f'{self.thread.name} did not run {getattr(fn, "__name__", fn)} within {timeout:g} s')
+        return getattr(done, 'result', None)
 
     def stop(self):
         self._running = False

@@ -295,3 +295,40 @@ def test_close_destroys_nothing_an_executor_may_be_waiting_on(tmp_path, rclpy_co
     assert not any(sp.thread.is_alive() for sp in spins)
     assert destroyed_while_spinning == []
     assert calls.count('destroy_node') == 2 and 'destroy_subscription' in calls      # the recorder's, at release
+
+
+def test_the_runner_destroys_its_command_watch_in_the_spin_thread(rclpy_context, monkeypatch):
+    """CI (two namespaced runs side by side): `stop_watching_commands` destroyed the stamped-command subscription from
+    the main thread while the runner's executor built its wait set; the spin thread died on `InvalidHandle: cannot use
+    Destroyable because destruction was requested` and the run failed on 'pause(True) not answered'. Now the
+    destruction runs in the spin thread, between two spin_once (checked by watching the thread that destroys)."""
+    import threading
+    import rclpy
+    import rclpy.node
+    from flexarm_bringup import runner as runner_mod
+    from flexarm_sim.arms import load_arm_model
+    from flexarm_sim.model.layout import ArmLayout
+
+    destroyers = []
+    real = rclpy.node.Node.destroy_subscription
+
+    def watch(self, sub):
+        destroyers.append(threading.current_thread())
+        return real(self, sub)
+    monkeypatch.setattr(rclpy.node.Node, 'destroy_subscription', watch)
+    monkeypatch.setattr(runner_mod.rclpy, 'try_shutdown', lambda: None)     # the fixture owns the context
+    monkeypatch.setattr(runner_mod, 'default_executor', lambda: lambda: rclpy.executors.SingleThreadedExecutor(
+        context=rclpy_context))
+    node = rclpy.create_node('cmd_watch_runner', context=rclpy_context)
+    model, _ = load_arm_model('deluca_two_link')
+    runner = runner_mod.RunnerNode(node, ArmLayout.of(model, 'test'), watch_commands=True)
+    spin = runner_mod._Spinner(node)
+    runner.in_spin_thread = spin.call
+    assert runner.cmd_sub in node.subscriptions
+    sub = runner.cmd_sub
+    runner.stop_watching_commands()
+    assert destroyers == [spin.thread] and sub not in node.subscriptions and runner.cmd_sub is None
+    runner.stop_watching_commands()                     # a second call: nothing left to destroy
+    assert len(destroyers) == 1
+    runner_mod._shut_down(type('NoProcs', (), {'stop': lambda self: None})(), [], runner, None, [spin], [node])
+    assert not spin.thread.is_alive()

@@ -34,7 +34,8 @@ a hold at the present position, velocity/PWM modes 0; 98 then reads -1 and Goal 
 Error) until 0 is written. ``watchdog_events`` records each expiry; ``on_plant_step`` sees every plant advance.
 
 Fault injection: :meth:`ServoEmulator.set_silent`,
-:meth:`ServoEmulator.corrupt_next`, :meth:`ServoEmulator.set_hardware_error`,
+:meth:`ServoEmulator.corrupt_next`, :meth:`ServoEmulator.set_corrupting` (a noisy line: every reply
+until cleared), :meth:`ServoEmulator.set_hardware_error`,
 :meth:`ServoEmulator.set_latency`, :meth:`ServoEmulator.stall` (late replies),
 :meth:`ServoEmulator.close_port` /
 :meth:`ServoEmulator.reopen_port` (unplug / replug; with ``link_path`` the
@@ -45,7 +46,7 @@ from the command line: it prints the port path on stdout, then serves until SIGI
 0). ``--arm ARM.yaml --params BRIDGE.yaml`` drives the servos with the flexible-arm model (ids and
 joint conventions from the bridge's parameter file). Fault injection from stdin, one command a
 line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
-``corrupt N crc|truncate|drop|garbage``, ``hw ID BITS``, ``close``, ``reopen``; ``state`` answers
+``corrupt N crc|truncate|drop|garbage``, ``corrupting crc|truncate|drop|garbage|off``, ``hw ID BITS``, ``close``, ``reopen``; ``state`` answers
 ``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
 """
 from __future__ import annotations
@@ -321,6 +322,7 @@ class ServoEmulator:
         self._lock = threading.RLock()
         self._silent = False
         self._corrupt: List[str] = []
+        self._corrupting: Optional[str] = None      # every reply, after the queued ones (set_corrupting)
         self._parser = p.PacketParser()
         self._last_plant_t: Optional[float] = None
         self.stats: Dict[str, int] = {
@@ -470,6 +472,15 @@ class ServoEmulator:
             raise ValueError("unknown corruption kind %r" % kind)
         with self._lock:
             self._corrupt.extend([kind] * int(n))
+
+    def set_corrupting(self, kind: Optional[str]) -> None:
+        """Corrupt every status packet (after those queued by corrupt_next) until called with None: a noisy line.
+        Unlike corrupt_next, what the host does meanwhile (re-sync barriers, extra reads) cannot use the corruption
+        up: every reply it gets is bad."""
+        if kind is not None and kind not in ("crc", "truncate", "drop", "garbage"):
+            raise ValueError("unknown corruption kind %r" % kind)
+        with self._lock:
+            self._corrupting = kind
 
     def set_hardware_error(self, servo_id: int, bits: int) -> None:
         """Set Hardware Error Status; shutdown bits turn torque off (like a real X)."""
@@ -701,7 +712,7 @@ class ServoEmulator:
         out = bytearray()
         with self._lock:
             for r in replies:
-                kind = self._corrupt.pop(0) if self._corrupt else None
+                kind = self._corrupt.pop(0) if self._corrupt else self._corrupting
                 if kind == "none":
                     kind = None
                 elif kind is not None:
@@ -861,6 +872,8 @@ def _control(emu: "ServoEmulator", line: str) -> str:
         emu.stall(float(args[0]))
     elif cmd == "corrupt" and len(args) == 2:
         emu.corrupt_next(int(args[0]), args[1])
+    elif cmd == "corrupting" and len(args) == 1:
+        emu.set_corrupting(None if args[0] == "off" else args[0])
     elif cmd == "hw" and len(args) == 2:
         emu.set_hardware_error(int(args[0]), int(args[1], 0))
     elif cmd == "close" and not args:
