@@ -738,21 +738,25 @@ class _Spinner:
         while self._running:
             ex.spin_once(timeout_sec=SPIN_WAKE_S)
             while not self._calls.empty():
-                fn, done = self._calls.get()
+                fn, done, outcome = self._calls.get()
                 try:
-                    done.result = fn()
-                finally:
-                    done.set()
+                    outcome.append(fn())
+                except Exception as e:  # noqa: BLE001 - handed to the caller: the spin thread goes on
+                    outcome.append(e)
+                done.set()
 
     def call(self, fn, timeout=5.0):
-        """fn() in the spin thread (its result), waited for up to *timeout* s; TimeoutError if it did not run."""
+        """fn() in the spin thread, waited for up to *timeout* s: its result, or what it raised raised here;
+        TimeoutError if it did not run."""
         if not self.thread.is_alive():
             return fn()                  # nothing spins: nothing to race with
-        done = threading.Event()
-        self._calls.put((fn, done))
+        done, outcome = threading.Event(), []
+        self._calls.put((fn, done, outcome))
         if not done.wait(timeout):
             raise TimeoutError(f'{self.thread.name} did not run {getattr(fn, "__name__", fn)} within {timeout:g} s')
-        return getattr(done, 'result', None)
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
 
     def stop(self):
         self._running = False

@@ -330,5 +330,8 @@ def test_the_runner_destroys_its_command_watch_in_the_spin_thread(rclpy_context,
     assert destroyers == [spin.thread] and sub not in node.subscriptions and runner.cmd_sub is None
     runner.stop_watching_commands()                     # a second call: nothing left to destroy
     assert len(destroyers) == 1
+    with pytest.raises(ZeroDivisionError):              # what fn raises reaches the caller; the spin thread goes on
+        spin.call(lambda: 1 / 0)
+    assert spin.call(threading.current_thread) is spin.thread
     runner_mod._shut_down(type('NoProcs', (), {'stop': lambda self: None})(), [], runner, None, [spin], [node])
     assert not spin.thread.is_alive()

@@ -46,8 +46,8 @@ from the command line: it prints the port path on stdout, then serves until SIGI
 0). ``--arm ARM.yaml --params BRIDGE.yaml`` drives the servos with the flexible-arm model (ids and
 joint conventions from the bridge's parameter file). Fault injection from stdin, one command a
 line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
-``corrupt N crc|truncate|drop|garbage``, ``corrupting crc|truncate|drop|garbage|off``, ``hw ID BITS``, ``close``, ``reopen``; ``state`` answers
-``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
+``corrupt N crc|truncate|drop|garbage``, ``corrupting crc|truncate|drop|garbage|off``, ``hw ID BITS``,
+``close``, ``reopen``; ``state`` answers ``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
 """
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ from flexarm_sim.common.scheduler import set_thread_fifo  # noqa: E402
 from . import control_table as ct  # noqa: E402
 from . import protocol as p  # noqa: E402
 
+CORRUPTIONS = ("crc", "truncate", "drop", "garbage")   # what a corrupted reply can be (see _send)
 TABLE_BYTES = 256
 
 
@@ -468,7 +469,7 @@ class ServoEmulator:
         correct packet - a receiver must resync and accept it), ``'none'``
         (sent intact: use it to target a later packet of a sync read).
         """
-        if kind not in ("crc", "truncate", "drop", "garbage", "none"):
+        if kind not in CORRUPTIONS + ("none",):
             raise ValueError("unknown corruption kind %r" % kind)
         with self._lock:
             self._corrupt.extend([kind] * int(n))
@@ -477,7 +478,7 @@ class ServoEmulator:
         """Corrupt every status packet (after those queued by corrupt_next) until called with None: a noisy line.
         Unlike corrupt_next, what the host does meanwhile (re-sync barriers, extra reads) cannot use the corruption
         up: every reply it gets is bad."""
-        if kind is not None and kind not in ("crc", "truncate", "drop", "garbage"):
+        if kind is not None and kind not in CORRUPTIONS:
             raise ValueError("unknown corruption kind %r" % kind)
         with self._lock:
             self._corrupting = kind
