@@ -167,6 +167,20 @@ def test_missing_joint_names_and_servo_id():
         BridgeConfig.from_mapping(p)
 
 
+def test_the_bus_config_defaults_are_the_bridge_parameters_defaults():
+    """ServoBusConfig (the bus used without the node: tools, benches) and the node's parameter table default alike
+    (issue 25: the safety-block poll had drifted, 100 reads against the parameter's 50)."""
+    import dataclasses
+
+    from flexarm_control.bridge.config import TABLE
+    from flexarm_control.bridge.servo_bus import ServoBusConfig
+    bus = {f.name: f.default for f in dataclasses.fields(ServoBusConfig)}
+    for param, field in (('hardware_status_period', 'hw_status_period'), ('baud_rate', 'baudrate'),
+                         ('model', 'model')):
+        assert TABLE[param].default == bus[field], (param, TABLE[param].default, bus[field])
+    assert TABLE['hardware_status_period'].default == ct.HARDWARE_STATUS_PERIOD
+
+
 def test_backoff_schedule():
     b = Backoff(0.1, 2.0, 2.0)
     assert b.schedule(7) == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0])

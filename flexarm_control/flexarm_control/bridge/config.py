@@ -141,7 +141,7 @@ TABLE = ParamTable('hardware_bridge', {
                                  'failed reads within fault_window.period that make a fault (0 = no window rule)'),
     'fault_window.period': Param(1.0, float_range(lo=0.0, lo_open=True, hi=3600.0),
                                  's, the sliding window of fault_window.errors'),
-    'hardware_status_period': Param(50, integer(lo=0, hi=100000),
+    'hardware_status_period': Param(ct.HARDWARE_STATUS_PERIOD, integer(lo=0, hi=100000),
                                     'cycles between Hardware Error Status polls (0 = only on alert bit)'),
     'reconnect.initial_delay': Param(0.1, float_range(lo=0.0, lo_open=True, hi=60.0), 's before the first attempt'),
     'reconnect.max_delay': Param(1.0, float_range(lo=0.0, lo_open=True, hi=3600.0),

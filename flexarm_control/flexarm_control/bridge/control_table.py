@@ -90,6 +90,7 @@ BUS_WATCHDOG_EXPIRED = -1
 BUS_WATCHDOG_MIN_FIRMWARE = 38
 
 # Safety block, polled every hardware_status_period cycles: Hardware Error Status (70) .. Bus Watchdog (98)
+HARDWARE_STATUS_PERIOD = 50      # reads between safety-block polls: the bridge parameter's and ServoBusConfig's default
 SAFETY_BLOCK_START = HARDWARE_ERROR_STATUS.address
 SAFETY_BLOCK_LEN = BUS_WATCHDOG.address + BUS_WATCHDOG.size - SAFETY_BLOCK_START   # 29
 

@@ -160,7 +160,8 @@ class ServoBusConfig:
     joints: List[JointServoConfig] = field(default_factory=list)
     model: object = "XM430-W350"          # name, model number or control_table.ModelUnits
     read_timeout: Optional[float] = None  # s; None = SDK default (bytes*10/baud + 34 ms)
-    hw_status_period: int = 100           # sync-read Hardware Error Status + Bus Watchdog every N reads (0 = never)
+    hw_status_period: int = ct.HARDWARE_STATUS_PERIOD   # sync-read Hardware Error Status + Bus Watchdog every N
+    #                                                     reads (0 = only a servo's alert bit makes a read)
     bus_watchdog: int = 0                 # Bus Watchdog (98) armed at enable, x 20 ms (0 = not used); see enable()
 
     def __post_init__(self):
