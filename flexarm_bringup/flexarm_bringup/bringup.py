@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 import yaml
 
 from flexarm_control.controller.kinds import KINDS as CONTROLLERS     # one registration per controller
+from flexarm_control.controller.kinds import SHAPINGS as SHAPERS
 from flexarm_sim.arms import arm_id, resolve_arm
+from flexarm_sim.plant.config import TIME_MODES
 from flexarm_sim.ros import names
 from flexarm_sim.sensors import PRESETS as SENSOR_SETS
 from flexarm_sim.sensors import preset_values
@@ -31,8 +33,6 @@ from flexarm_sim.sensors import preset_values
 ESTIMATORS = ('none',) + SENSOR_SETS      # estimator:= a sensor set (flexarm_sim.sensors.preset_values), or none
 ESTIMATE_TOPIC = names.STATE_ESTIMATE
 HARDWARE_ESTIMATORS = ('none', 'encoders')    # hardware measures joints only
-TIME_MODES = ('realtime', 'simtime', 'lockstep')
-SHAPERS = ('none', 'zv', 'zvd')
 DEFAULT_CONTROL_RATE = 500.0       # Hz: plant state rate = controller rate (closes the loop on 2 cores)
 
 

@@ -60,3 +60,18 @@ def test_multi_mode_shaper_is_convolution():
     assert make_shaper('none', [1.0]) is None
     with pytest.raises(ValueError):
         make_shaper('zv', [0.0])
+
+
+def test_every_shaping_choice_is_a_shaper_and_every_shaper_a_choice():
+    """The choice list (controller/kinds.py: nodes, launch files, `flexarm run`) is the shapers laws/shaping.py
+    builds, and 'none' (issue 25: one definition of each choice list)."""
+    from flexarm_bringup.bringup import SHAPERS as LAUNCH_SHAPINGS
+    from flexarm_control.controller.config import COMMON
+    from flexarm_control.controller.kinds import SHAPINGS
+    from flexarm_control.laws.shaping import SHAPERS
+    assert SHAPINGS[0] == 'none' and set(SHAPINGS[1:]) == set(SHAPERS) and len(SHAPINGS) == len(SHAPERS) + 1
+    assert LAUNCH_SHAPINGS is SHAPINGS
+    assert make_shaper('none', [1.0]) is None
+    for kind in SHAPERS:
+        assert make_shaper(kind, [1.0]).amplitudes.sum() == pytest.approx(1.0)
+    assert tuple(COMMON['shaping'].check.choices) == SHAPINGS      # the node parameter's check

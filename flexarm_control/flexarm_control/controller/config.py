@@ -13,9 +13,7 @@ from flexarm_sim.ros import names
 from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list,
                                        float_range, integer, string)
 
-from .kinds import KINDS, law_class
-
-SHAPERS = ('none', 'zv', 'zvd')
+from .kinds import KINDS, SHAPINGS, law_class
 
 
 COMMON = {
@@ -32,7 +30,7 @@ COMMON = {
     'state_timeout': Param(0.1, float_range(lo=0.001, hi=10.0),
                            's (wall) without a fresh /flexarm/state -> stop commanding (the plant\'s watchdog takes '
                            'over)'),
-    'shaping': Param('none', choice(SHAPERS),
+    'shaping': Param('none', choice(SHAPINGS),
                      'input shaping of the reference from the closed-loop modes at the move target', runtime=True),
     'shaping_modes': Param(2, integer(lo=1, hi=10), 'modes the shaper cancels', runtime=True),
     'lockstep': Param(False, boolean(),

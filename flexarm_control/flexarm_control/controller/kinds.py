@@ -11,6 +11,9 @@ CONTROLLERS = {
     'tip_tracking': 'flexarm_control.laws.tip_tracking:TipTracking',
 }
 KINDS = tuple(CONTROLLERS)
+# a controller's `shaping` of its reference (laws/shaping.py: SHAPERS): the node parameter's, the launch files' and
+# `flexarm run`'s choices
+SHAPINGS = ('none', 'zv', 'zvd')
 
 
 def law_class(kind):

@@ -72,7 +72,7 @@ def zvd(freq_hz, zeta=0.0) -> Shaper:
     return Shaper([1.0 / s, 2.0 * K / s, K * K / s], [0.0, half, 2.0 * half])
 
 
-SHAPERS = {'zv': zv, 'zvd': zvd}
+SHAPERS = {'zv': zv, 'zvd': zvd}        # the choices are controller.kinds.SHAPINGS (a test holds them equal)
 
 
 def make_shaper(kind, freqs_hz, zetas=None) -> Shaper | None:
