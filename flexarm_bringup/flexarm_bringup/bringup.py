@@ -25,6 +25,7 @@ import yaml
 from flexarm_control.controller.kinds import KINDS as CONTROLLERS     # one registration per controller
 from flexarm_control.controller.kinds import SHAPINGS as SHAPERS
 from flexarm_sim.arms import arm_id, resolve_arm
+from flexarm_sim.plant.config import CONTROL_RATE as DEFAULT_CONTROL_RATE
 from flexarm_sim.plant.config import TIME_MODES
 from flexarm_sim.ros import names
 from flexarm_sim.sensors import PRESETS as SENSOR_SETS
@@ -33,7 +34,6 @@ from flexarm_sim.sensors import preset_values
 ESTIMATORS = ('none',) + SENSOR_SETS      # estimator:= a sensor set (flexarm_sim.sensors.preset_values), or none
 ESTIMATE_TOPIC = names.STATE_ESTIMATE
 HARDWARE_ESTIMATORS = ('none', 'encoders')    # hardware measures joints only
-DEFAULT_CONTROL_RATE = 500.0       # Hz: plant state rate = controller rate (closes the loop on 2 cores)
 
 
 @dataclass(frozen=True)

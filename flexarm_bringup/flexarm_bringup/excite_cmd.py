@@ -53,6 +53,7 @@ def _rate(text, what):
 
 
 def add_parser(sub):
+    from flexarm_sim.plant.config import CONTROL_RATE as DEFAULT_CONTROL_RATE
     from flexarm_sim.sensors import PRESETS
     p = sub.add_parser('excite', help='design a safe identification experiment and run it, recording an MCAP')
     p.add_argument('--arm', default=ARM_DEFAULT, help='the nominal arm (a shipped arm name or a YAML path)')
@@ -69,7 +70,7 @@ def add_parser(sub):
     p.add_argument('--sensors', default='encoders', choices=PRESETS, help='what the plant measures and publishes')
     p.add_argument('--time-mode', default='lockstep', choices=('lockstep', 'simtime', 'realtime'))
     p.add_argument('--rate', type=lambda s: _rate(s, '--rate'), default=1000.0, help='plant loop rate, Hz')
-    p.add_argument('--control-rate', type=lambda s: _rate(s, '--control-rate'), default=500.0,
+    p.add_argument('--control-rate', type=lambda s: _rate(s, '--control-rate'), default=DEFAULT_CONTROL_RATE,
                    help='control rate, Hz (the recording\'s samples)')
     p.add_argument('--plant-arm', metavar='ARM', default='',
                    help='simulate this arm (same joints and modes) under the experiment designed on --arm')

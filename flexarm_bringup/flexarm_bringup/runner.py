@@ -67,7 +67,7 @@ from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
 from flexarm_sim.ros.messages import qos
 from flexarm_sim.ros.node_main import SPIN_WAKE_S, default_executor
 
-from .bringup import CONTROLLERS, ESTIMATORS, TIME_MODES, command, sim_nodes
+from .bringup import CONTROLLERS, DEFAULT_CONTROL_RATE, ESTIMATORS, TIME_MODES, command, sim_nodes
 from .interrupt import Interrupted
 from .plots import plot_tip_run
 from .recorder import Recorder
@@ -115,7 +115,7 @@ def add_parser(sub):
     p.add_argument('--controller', default='modal', choices=CONTROLLERS + ('none',))
     p.add_argument('--duration', type=float, default=6.0, help='s of plant time from the start of the move')
     p.add_argument('--rate', type=float, default=1000.0, help='plant loop rate, Hz')
-    p.add_argument('--control-rate', type=float, default=500.0,
+    p.add_argument('--control-rate', type=float, default=DEFAULT_CONTROL_RATE,
                    help='control rate, Hz: plant state rate and controller rate (sim.launch.py control_rate:=)')
     p.add_argument('--time-mode', default='realtime', choices=TIME_MODES,
                    help='lockstep: the controller answers every control period (reproducible, as fast as possible)')

@@ -670,3 +670,24 @@ def test_package_xml_declares_external_executables():
     text = open(os.path.join(PKG, 'package.xml'), encoding='utf-8').read()
     for pkg, _ in EXTERNAL:
         assert f'<exec_depend>{pkg}</exec_depend>' in text
+
+
+def test_the_control_rate_has_one_default():
+    """The plant's /flexarm/state rate, every controller's and the estimator's `rate`, sim.launch.py's control_rate
+    and `flexarm run/excite --control-rate` default to one figure (issue 25: 500 was written in 7 files)."""
+    import argparse
+
+    from flexarm_bringup import excite_cmd, runner
+    from flexarm_bringup.bringup import DEFAULT_CONTROL_RATE
+    from flexarm_control.controller.config import TABLES
+    from flexarm_control.estimation.config import TABLE as ESTIMATOR
+    from flexarm_sim.plant.config import CONTROL_RATE, TABLE as PLANT
+    assert DEFAULT_CONTROL_RATE == CONTROL_RATE == PLANT['publish_rates.state'].default
+    assert ESTIMATOR['rate'].default == CONTROL_RATE
+    assert all(t['rate'].default == CONTROL_RATE for t in TABLES.values())
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest='cmd')
+    excite_cmd.add_parser(sub)
+    runner.add_parser(sub)
+    assert parser.parse_args(['excite', '--record', 'x.mcap']).control_rate == CONTROL_RATE
+    assert parser.parse_args(['run']).control_rate == CONTROL_RATE

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import sys
 
+from flexarm_sim.plant.config import CONTROL_RATE
 from flexarm_sim.ros import names
 from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list,
                                        float_range, integer, string)
@@ -20,7 +21,7 @@ COMMON = {
     'arm': Param('deluca_two_link', string(),
                  'arm description (a YAML path or the name of a shipped arm); must be the plant\'s (the node '
                  'refuses states of another arm)'),
-    'rate': Param(500.0, float_range(lo=1.0, hi=10000.0),
+    'rate': Param(CONTROL_RATE, float_range(lo=1.0, hi=10000.0),
                   'Hz, the control rate: must equal the plant\'s publish_rates.state (one command per state; the '
                   'laws are designed for this period; the node warns when the states arrive at another rate)'),
     'state_topic': Param(names.STATE, string(),

@@ -12,6 +12,7 @@ import sys
 
 from flexarm_sim.common.params import (DERIVED, Param, ParamTable, boolean, choice, float_range, integer, string,
                                        string_list)
+from flexarm_sim.plant.config import CONTROL_RATE
 from flexarm_sim.sensors import DEFAULTS, accel_sample_std, filtered_noise_std, lowpass_alpha
 
 INPUTS = ('command', 'measured_effort')
@@ -19,7 +20,7 @@ INPUTS = ('command', 'measured_effort')
 TABLE = ParamTable('state_estimator', {
     'arm': Param('deluca_two_link', string(),
                  'arm description (a YAML path or the name of a shipped arm); must be the plant\'s or the hardware\'s'),
-    'rate': Param(500.0, float_range(lo=1.0, hi=10000.0),
+    'rate': Param(CONTROL_RATE, float_range(lo=1.0, hi=10000.0),
                   'Hz, the filter\'s period 1/rate: the rate of /joint_states (each reading is one period; '
                   'sim.launch.py sets the plant\'s publish_rates.joint_states to it) and the control rate'),
     'lockstep': Param(False, boolean(),

@@ -22,6 +22,9 @@ INTEGRATORS = ('rk4', 'midpoint')
 MAX_LOOP_RATE = 50000.0
 MIN_RATE = 1.0                 # Hz: slower loops and clocks are no simulation of a controlled arm
 MIN_PUBLISH_RATE = 0.01       # Hz: one message per 100 s; 0 switches a topic off
+CONTROL_RATE = 500.0          # Hz: /flexarm/state's default rate, which the controllers' and the estimator's `rate`,
+                              # sim.launch.py's control_rate and `flexarm run/excite --control-rate` default to (the
+                              # loop closes on 2 cores)
 
 TABLE = ParamTable('plant', {
     'arm': Param('deluca_two_link', string(),
@@ -77,7 +80,7 @@ TABLE = ParamTable('plant', {
                            runtime=True),
     'publish_rates.joint_states': Param(1000.0, off_or_range(MIN_PUBLISH_RATE, MAX_LOOP_RATE),
                                         'Hz (simulated time), at most loop_rate; 0 = off', runtime=True),
-    'publish_rates.state': Param(500.0, off_or_range(MIN_PUBLISH_RATE, MAX_LOOP_RATE),
+    'publish_rates.state': Param(CONTROL_RATE, off_or_range(MIN_PUBLISH_RATE, MAX_LOOP_RATE),
                                  'Hz, /flexarm/state = the control rate (controllers answer every state; the '
                                  'controllers\' `rate` must equal it); at most loop_rate; lockstep: the control '
                                  'period, a divisor of loop_rate; 0 = off', runtime=True),
