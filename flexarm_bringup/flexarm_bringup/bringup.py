@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 import yaml
 
 from flexarm_control.controller.kinds import KINDS as CONTROLLERS     # one registration per controller
-from flexarm_control.controller.kinds import SHAPINGS as SHAPERS
+from flexarm_control.controller.kinds import SHAPINGS as SHAPERS     # (the launch files' name)
 from flexarm_sim.arms import arm_id, resolve_arm
-from flexarm_sim.plant.config import CONTROL_RATE as DEFAULT_CONTROL_RATE
-from flexarm_sim.plant.config import TIME_MODES
+from flexarm_sim.plant.config import CONTROL_RATE as DEFAULT_CONTROL_RATE, TIME_MODES
 from flexarm_sim.ros import names
 from flexarm_sim.sensors import PRESETS as SENSOR_SETS
 from flexarm_sim.sensors import preset_values

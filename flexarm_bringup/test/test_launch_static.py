@@ -674,7 +674,7 @@ def test_package_xml_declares_external_executables():
 
 def test_the_control_rate_has_one_default():
     """The plant's /flexarm/state rate, every controller's and the estimator's `rate`, sim.launch.py's control_rate
-    and `flexarm run/excite --control-rate` default to one figure (issue 25: 500 was written in 7 files)."""
+    and `flexarm run/excite --control-rate` default to one figure (issue 25: 500 was written in 6 places)."""
     import argparse
 
     from flexarm_bringup import excite_cmd, runner
