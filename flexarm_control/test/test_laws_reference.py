@@ -116,3 +116,27 @@ def test_a_reference_is_the_same_whenever_it_starts():
                                                                    start=([0.0], [0.0], [0.0]))).sample(rel_ns / 1e9)
                 assert list(q) == list(q_ref) and list(qd) == list(qd_ref) and list(qdd) == list(qdd_ref)
         assert list(PointToPoint([0.0], [1.0], 2.5, t0).sample(t0 + 2.5)[1]) == [0.0]     # at rest at its end
+
+
+@pytest.mark.parametrize('accelerations', [False, True])
+@pytest.mark.parametrize('start', [False, True])
+@pytest.mark.parametrize('t0', [0.25, 1.7962896e9])
+def test_sampling_many_instants_at_once_is_sampling_each(accelerations, start, t0):
+    """TrajectoryReference.sample_many (what ReferenceLimits checks a new reference with) against sample() at every
+    instant: cubic and quintic segments, a given start state (its quintic first segment), before the start, on the
+    knots, between them, after the end, at plant time and at wall-clock (epoch) stamps."""
+    rng = np.random.default_rng(7)
+    times = np.cumsum(rng.uniform(0.05, 0.4, 9))
+    P = np.cumsum(rng.normal(0, 0.2, (9, 2)), axis=0)
+    V = rng.normal(0, 0.5, (9, 2))
+    A = rng.normal(0, 2.0, (9, 2)) if accelerations else None
+    st = (np.array([0.1, -0.3]), np.array([0.4, 0.2]), np.array([-1.0, 3.0])) if start else None
+    ref = TrajectoryReference(times, P, None if accelerations else V, A, t0=t0, start=st)
+    ts = np.concatenate([t0 + np.linspace(-0.5, times[-1] + 0.5, 397), t0 + ref.times, [t0, ref.end_time]])
+    Q, QD, QDD = ref.sample_many(ts)
+    assert Q.shape == QD.shape == QDD.shape == (ts.size, 2)
+    for k, t in enumerate(ts):
+        q, qd, qdd = ref.sample(t)
+        np.testing.assert_allclose(Q[k], q, rtol=0, atol=1e-12, err_msg=f'position at t - t0 = {t - t0}')
+        np.testing.assert_allclose(QD[k], qd, rtol=0, atol=1e-10, err_msg=f'velocity at t - t0 = {t - t0}')
+        np.testing.assert_allclose(QDD[k], qdd, rtol=1e-12, atol=1e-8, err_msg=f'acceleration at t - t0 = {t - t0}')
