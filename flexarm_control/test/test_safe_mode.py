@@ -485,10 +485,9 @@ def test_tip_tracking_stalled_mid_plan_resumes_on_its_plan(deluca):
     assert L.final_error() <= 0.05, L.final_error()
 
 
-def _transport(seed):
+def _transport(seed, bursts=True):
     """A loaded machine's transport, seeded: the command acts a lognormal time after its state (median 1.2 ms, ~0.1 %
-    beyond 8 ms) and 0.5 % of the states are answered 5-30 ms old - bursts of those put the controller in its safe
-    mode now and then."""
+    beyond 8 ms) and (bursts) 0.5 % of the states are answered 5-30 ms old - the late states a stall makes."""
     rng = np.random.default_rng(seed)
     ages = {}
 
@@ -496,7 +495,7 @@ def _transport(seed):
         k = int(round(t * 500))
         if k not in ages:
             a = 0.0012 * math.exp(0.6 * rng.standard_normal())
-            ages[k] = rng.uniform(0.005, 0.03) if rng.random() < 0.005 else a
+            ages[k] = rng.uniform(0.005, 0.03) if rng.random() < 0.005 and bursts else a
         return ages[k]
     return delay
 
@@ -504,13 +503,14 @@ def _transport(seed):
 @pytest.mark.parametrize('seed', [0, 1])
 def test_tip_tracking_on_a_loaded_transport_stays_on_its_plan(deluca, seed):
     """The standard move under tip_tracking as real time runs it: stamped commands (the plant applies each at the step
-    its 4 ms design delay names, or later when it arrives later) over the transport above, which sends the controller
-    into its safe mode (seed 1: twice). Within a plan the hold law follows the plan (its torque, its states), so the
+    its 4 ms design delay names, or later when it arrives later) over the transport above, whose bursts of late states
+    send the controller into its safe mode with a trigger_count of 3 (seed 1: twice; set here: the default, 6, rides
+    them through, next test). Within a plan the hold law follows the plan (its torque, its states), so the
     tip stays on its path: tip RMS <= 2 mm, max <= 5 mm against the desired tip path (measured 0.20 / 0.80 mm for
     seed 0, 1.50 / 3.34 mm for seed 1, with the robust delay design). Before, the hold law tracked the rigid joint reference: seed 1 69 / 175 mm; with
     unstamped commands (acting when they arrive) seed 0 gave 0.50 / 1.09 mm (lock-step: 0.173 / 0.806)."""
     from flexarm_control.planning import desired_tip_path
-    L = Loop(deluca, 'tip_tracking')
+    L = Loop(deluca, 'tip_tracking', controller={'safe_mode.trigger_count': 3})   # the bursts trip 3 (not the default)
     q0 = L.plant.core.z[L.qi].copy()
     L.rt.hold(L.plant.core.z, 0.0)
     L.target = q0 + MOVE[0]
@@ -524,3 +524,32 @@ def test_tip_tracking_on_a_loaded_transport_stays_on_its_plan(deluca, seed):
     assert L.plant.due.late > 0 and L.plant.due.on_time > 5 * L.plant.due.late        # 12-13 % late
     assert rms <= 2e-3 and peak <= 5e-3, (rms, peak)
     assert L.final_error() <= 0.01
+
+
+def _modal_tip_rms(deluca, delay, controller=None):
+    """(tip RMS against the desired tip path, the runtime) of the modal law's standard move over `delay`."""
+    from flexarm_control.planning import desired_tip_path
+    L = Loop(deluca, 'modal', controller=controller)
+    q0 = L.plant.core.z[L.qi].copy()
+    L.rt.hold(L.plant.core.z, 0.0)
+    L.target = q0 + MOVE[0]
+    ref = PointToPoint(q0, L.target, MOVE[1], 0.5)
+    L.rt.law.set_reference(ref, 0.0)
+    L.run(6.5, delay=delay, stamped=True)
+    t = L.array()[:, 0]
+    e = np.linalg.norm(np.array(L.tips) - desired_tip_path(deluca, ref, t), axis=1)[t >= 0.5]
+    return float(np.sqrt(np.mean(e ** 2))), L.rt
+
+
+def test_the_default_trigger_rides_through_the_late_states_of_a_stall(deluca):
+    """Issue 28: a stall of the transport makes a few late states in a row (the next states held behind it); the modal
+    law, designed for two periods of delay, rides them through. Over the loaded transport above (seed 1: 16 late
+    states in bursts) the default trigger (6 late states within 0.25 s) keeps it on its own law with the tip as
+    without the bursts (measured: 32.81 against 32.8 mm RMS); a trigger of 3 entered the safe mode and the tip RMS
+    doubled to 68.6 mm (the hold law's low authority). Over DDS at idle (the modal law on the strain_accel estimate,
+    30 deg) a trigger of 3 entered in 4 of 6 runs (32-40 mm RMS), 6 in none (13.8-14.4 mm, lock-step 12.2).
+    Persistent lateness still enters (test_controller_runtime, test_safe_mode_faults)."""
+    bursts, rt = _modal_tip_rms(deluca, _transport(1))
+    assert rt.late_states >= 10 and rt.safe_mode_entries == 0, (rt.late_states, rt.safe_mode_entries)
+    calm, _ = _modal_tip_rms(deluca, _transport(1, bursts=False))
+    assert bursts <= 1.02 * calm, (bursts, calm)

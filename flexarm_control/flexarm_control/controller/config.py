@@ -51,10 +51,11 @@ COMMON = {
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
                                      '2 periods'),
-    'safe_mode.trigger_count': Param(3, integer(lo=1, hi=1000),
+    'safe_mode.trigger_count': Param(6, integer(lo=1, hi=1000),
                                      'late states within 0.25 s that switch to the safe mode (persistent lateness, '
-                                     'beyond the band of delays the law is designed for; an isolated late state, a '
-                                     'stall, is one command held longer, which the normal law rides through)'),
+                                     'beyond the band of delays the law is designed for; a stall, a few late states '
+                                     'in a row, is commands held longer, which the normal law rides through: 3 put '
+                                     'the modal law on an estimate in the safe mode in 4 of 6 idle runs, issue 28)'),
     'safe_mode.stall_limit': Param(0.1, float_range(lo=0.0, lo_open=True, hi=10.0),
                                    's: a single command held longer than this (a state this much older than the '
                                    'previous plus its age) switches to the safe mode at once (default: half the '
