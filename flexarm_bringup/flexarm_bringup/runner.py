@@ -107,6 +107,8 @@ PLANNING_LEAD_S = 3.0         # s of plant time a planning controller gets befor
 LOST_JOINT_ERROR_RAD = 0.2    # the arm is lost if a joint ends the run farther than this from its target ...
 LOST_PEAK_JOINT_ERROR_RAD = 1.0   # ... or strays farther than this from its reference at any time
 LOST_SETTLE_S = 0.5           # s after the command's end from which the end rule applies
+LOOP_SETTLE_S = 0.3           # s after the loop closed: a controller diagnostic this much later says which law it runs
+SAFE_START_WAIT_S = 6.0       # s the move waits at most for a controller in its safe mode since start-up
 
 
 def add_parser(sub):
@@ -279,6 +281,8 @@ class RunnerNode:
         self.last_reject = ''
         self.plant_diag = {}
         self.controller_diag = {}
+        self.controller_diag_t = -math.inf   # monotonic time the last controller diagnostic arrived
+        self.controller_at_start = {}        # the controller's diagnostic when the move started (_wait_loop_settled)
         self.decoder = FlexStateDecoder(layout)
         self.step_gaps = 0            # states missed (step numbers skipped within a reset segment)
         # states on a thread of their own (ros/hotpath.py): the runner keeps up with a lock-step plant
@@ -403,6 +407,7 @@ class RunnerNode:
                     self.estimator_diag = dict(vals, _message=st.message)
                 elif st.name.startswith('flexarm_control/'):
                     self.controller_diag = vals
+                    self.controller_diag_t = time.monotonic()
                 elif 'plant' in st.name or st.name == BRIDGE_STATUS:
                     self.plant_diag = dict(vals, _message=st.message)
                     self.plant_diags += 1
@@ -429,9 +434,11 @@ class RunnerNode:
 
 
 def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None,
-              model=None, plant_model=None, time_mode='realtime'):
+              model=None, plant_model=None, time_mode='realtime',
+              at_start=None):
     """The run's figures from the recorded samples (plant time): the tip against the desired tip path of the
-    reference (flexarm_control.figures), the joints, the torques, the model's validity, whether the arm was lost."""
+    reference (flexarm_control.figures), the joints, the torques, the model's validity, whether the arm was lost.
+    at_start: the controller's diagnostic when the move started (_wait_loop_settled)."""
     controller_diag = controller_diag or {}
     plant_model = plant_model or model
     # Windows are closed intervals decided half a nanosecond inside their ends: stamps are whole nanoseconds, and
@@ -471,9 +478,8 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
            'plant_dds_receive_threads_fifo': _num(plant_diag.get('dds_receive_threads_fifo')),
            'controller_dds_receive_threads_fifo': _num(controller_diag.get('dds_receive_threads_fifo')),
            'controller_states_skipped': _num(controller_diag.get('states_skipped')),
-           'controller_safe_mode_entries': _num(controller_diag.get('safe_mode_entries')),
-           'controller_safe_mode_time_s': _num(controller_diag.get('safe_mode_time_s')),
-           'controller_safe_mode_reason': controller_diag.get('safe_mode_reason') or '',
+           # the safe mode from the move's start on; before it (start-up), apart
+           **safe_mode_figures(controller_diag, at_start or {}),
            # the age of the states the controller answered (the estimator's hop included when it feeds back the
            # estimate) against the limit its safe mode applies
            'controller_late_states': _num(controller_diag.get('late_states')),
@@ -495,6 +501,19 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
     out['validity_left'] = _validity_left(fig)
     plot = {'t': t, 't_move': t_move, 'tip': tip, 'tip_desired': tip_d, 'tau': tau, 'relative_deflection': rel}
     return out, plot
+
+
+def safe_mode_figures(end: dict, start: dict) -> dict:
+    """The controller's safe-mode entries, time and last reason from the move's start on (its diagnostic at the end
+    less the one at the start), and the entries and reason before it (start-up)."""
+    n_end, n_start = _num(end.get('safe_mode_entries')), _num(start.get('safe_mode_entries')) or 0.0
+    t_end, t_start = _num(end.get('safe_mode_time_s')), _num(start.get('safe_mode_time_s')) or 0.0
+    entries = n_end - n_start if n_end is not None else None
+    return {'controller_safe_mode_entries': entries,
+            'controller_safe_mode_time_s': t_end - t_start if t_end is not None else None,
+            'controller_safe_mode_reason': (end.get('safe_mode_reason') or '') if entries else '',
+            'controller_safe_mode_entries_at_start': n_start,
+            'controller_safe_mode_reason_at_start': (start.get('safe_mode_reason') or '') if n_start else ''}
 
 
 def _lost(err, q, q_ref, after_command_s) -> str:
@@ -906,6 +925,36 @@ def _wait_ready(args, runner, procs, progress):
         time.sleep(0.02)
 
 
+def _wait_loop_settled(args, runner, progress) -> dict:
+    """Outside lock-step: once the loop has closed, wait until a controller diagnostic sent LOOP_SETTLE_S or more
+    later says its normal law runs (at most SAFE_START_WAIT_S; then the move starts on the hold law, said). The
+    loop's first moments are its slowest (the plant starts integrating, the nodes' first answers, their design
+    processes' cached cells): the modal law on an estimate entered its safe mode there (issue 28; over the real
+    `ros2 launch sim.launch.py controller:=modal estimator:=encoders`, once in 3 runs), and a move started meanwhile
+    is flown on the hold law and the hand-back. Returns the controller's diagnostic at the move's start: the
+    start-up's safe-mode figures, which summarize reports apart from the move's."""
+    t_closed = time.monotonic()
+    said = False
+    while True:
+        with runner.lock:
+            diag, t_diag = dict(runner.controller_diag), runner.controller_diag_t
+        now = time.monotonic()
+        if t_diag >= t_closed + LOOP_SETTLE_S:
+            if diag.get('safe_mode') != 'on':
+                if said:
+                    progress.line(f'{args.controller}: on its normal law again after {now - t_closed:.1f} s')
+                return diag
+            if not said:
+                said = True
+                progress.line(f'{args.controller} is in its safe mode at start-up '
+                              f'({diag.get("safe_mode_reason") or "no reason given"}): the move waits for its normal law')
+        if now - t_closed > SAFE_START_WAIT_S:
+            progress.line(f'{args.controller} still in its safe mode {SAFE_START_WAIT_S:g} s after start-up: the move '
+                          'starts on the hold law')
+            return diag
+        time.sleep(0.02)
+
+
 def _drive(args, model, runner, procs, recorder, progress):
     angle = math.radians(args.angle)
     err = _wait_ready(args, runner, procs, progress)
@@ -932,6 +981,8 @@ def _drive(args, model, runner, procs, recorder, progress):
     # the reference, wait until the controller reports it accepted (it publishes its diagnostics at once then: the
     # paused plant's /clock stands still, so its periodic ones do too), resume: the move starts where it says.
     hold = args.time_mode == 'lockstep' and args.controller != 'none'
+    if args.controller != 'none' and not hold:
+        runner.controller_at_start = _wait_loop_settled(args, runner, progress)
     if hold:
         err = runner.pause(True)
         if err:
@@ -1031,7 +1082,8 @@ def _drive(args, model, runner, procs, recorder, progress):
         cdiag = dict(runner.controller_diag)
         ediag = dict(runner.estimator_diag)
     summary, plot = summarize(arrays, q0, angle, args.move_time, t_move, args.duration, diag, args.controller, cdiag,
-                              model=model, plant_model=args._plant_model, time_mode=args.time_mode)
+                              model=model, plant_model=args._plant_model, time_mode=args.time_mode,
+                              at_start=runner.controller_at_start)
     summary.update({'arm': model.spec.name, 'estimator': args.estimator, 'duration_s': args.duration,
                     'rate_hz': args.rate,
                     'control_rate_hz': args.control_rate, 'time_mode': args.time_mode, 'shaping': args.shaping,
@@ -1205,6 +1257,9 @@ def _print_summary(s):
               f"{fmt(s.get('controller_safe_mode_time_s'), ' s', digits=3)} on the hold law, not {s['controller']}'s "
               f"(last: {clip(s.get('controller_safe_mode_reason') or '?', 100)}); "
               f"{fmt(s.get('controller_states_skipped'))} states skipped")
+    if s.get('controller_safe_mode_entries_at_start'):    # before the move: not in the figures above
+        print(f"  safe mode at start-up {fmt(s['controller_safe_mode_entries_at_start'])} entries before the move "
+              f"(last: {clip(s.get('controller_safe_mode_reason_at_start') or '?', 100)})")
     if s.get('plan_time_s') is not None:
         print(f"  planning              {s['plan_time_s']:.2f} s")
     if 'record' in s:

@@ -46,3 +46,29 @@ def test_a_real_time_run_is_judged_at_the_end_of_its_move():
     out, _ = summarize(arrays, np.zeros(2), angle, move_time, t_move, duration, {}, 'modal', diag, model=model)
     assert abs(out['command_end_s'] - move_time) < 1e-6
     assert 0.5 > LOST_JOINT_ERROR_RAD and 'ended 0.5 rad from its target' in out['lost'], out['lost']
+
+
+def test_safe_mode_entries_before_the_move_are_reported_apart(capsys):
+    """Issue 28: a controller that entered its safe mode at start-up (the loop's first moments) and left it before the
+    move: the move's figures are its own law's, so the summary counts the entries from the move's start (the
+    controller's diagnostic at the end less the one at the start) and names the start-up's apart."""
+    from flexarm_bringup.runner import safe_mode_figures
+    start = {'safe_mode': 'off', 'safe_mode_entries': '1', 'safe_mode_time_s': '1.02',
+             'safe_mode_reason': '1 state periods skipped (state 6.1 ms old: 8.1 ms, limit 8.0 ms)'}
+    end = dict(start, safe_mode_time_s='1.02')
+    f = safe_mode_figures(end, start)
+    assert f['controller_safe_mode_entries'] == 0.0 and f['controller_safe_mode_time_s'] == 0.0
+    assert f['controller_safe_mode_reason'] == '' and f['controller_safe_mode_entries_at_start'] == 1.0
+    assert f['controller_safe_mode_reason_at_start'].startswith('1 state periods skipped')
+    _print_summary(_summary(**f))
+    out = [x.strip() for x in capsys.readouterr().out.splitlines() if 'safe mode' in x]
+    assert out == ['safe mode at start-up 1 entries before the move (last: 1 state periods skipped (state 6.1 ms '
+                   'old: 8.1 ms, limit 8.0 ms))'], out
+    # one more entry during the move: counted for the move, with its reason; no start-up entry: nothing said of it
+    g = safe_mode_figures(dict(end, safe_mode_entries='2', safe_mode_time_s='3.5', safe_mode_reason='state 9 ms old'),
+                          start)
+    assert (g['controller_safe_mode_entries'], g['controller_safe_mode_time_s']) == (1.0, 2.48)
+    assert g['controller_safe_mode_reason'] == 'state 9 ms old'
+    h = safe_mode_figures(end, {})
+    assert h['controller_safe_mode_entries'] == 1.0 and h['controller_safe_mode_entries_at_start'] == 0.0
+    assert h['controller_safe_mode_reason_at_start'] == ''
