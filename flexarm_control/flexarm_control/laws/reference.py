@@ -55,10 +55,11 @@ PROFILES = {'cycloidal': cycloidal, 'quintic': quintic}
 
 
 def _hermite5(p0, v0, a0, p1, v1, a1, h, s):
-    """Quintic Hermite on a segment of length h at local time s (vectorised over joints)."""
-    if h <= 0:
+    """Quintic Hermite on a segment of length h at local time s (vectorised over joints; and over instants: rows of
+    (m, n) segment ends with h, s of shape (m, 1), h > 0 - TrajectoryReference.sample_many)."""
+    if np.ndim(h) == 0 and h <= 0:
         return p1.copy(), v1.copy(), a1.copy()
-    u = min(max(s / h, 0.0), 1.0)
+    u = np.minimum(np.maximum(s / h, 0.0), 1.0)
     # coefficients in u of p(u) with derivatives scaled by h
     V0, V1, A0, A1 = v0 * h, v1 * h, a0 * h * h, a1 * h * h
     c0, c1, c2 = p0, V0, 0.5 * A0
@@ -75,38 +76,10 @@ def _hermite5(p0, v0, a0, p1, v1, a1, h, s):
 
 
 def _hermite3(p0, v0, p1, v1, h, s):
-    if h <= 0:
+    """Cubic Hermite, as _hermite5 (over joints; and over instants)."""
+    if np.ndim(h) == 0 and h <= 0:
         return p1.copy(), v1.copy(), np.zeros_like(p1)
-    u = min(max(s / h, 0.0), 1.0)
-    V0, V1 = v0 * h, v1 * h
-    c2 = 3 * (p1 - p0) - 2 * V0 - V1
-    c3 = -2 * (p1 - p0) + V0 + V1
-    p = p0 + u * (V0 + u * (c2 + u * c3))
-    dp = V0 + u * (2 * c2 + u * 3 * c3)
-    ddp = 2 * c2 + u * 6 * c3
-    return p, dp / h, ddp / (h * h)
-
-
-def _hermite5_many(p0, v0, a0, p1, v1, a1, h, s):
-    """_hermite5 at m instants at once: rows of (m, n) segment ends, h and s of shape (m, 1), h > 0."""
-    u = np.clip(s / h, 0.0, 1.0)
-    V0, V1, A0, A1 = v0 * h, v1 * h, a0 * h * h, a1 * h * h
-    c1, c2 = V0, 0.5 * A0
-    d = p1 - p0 - V0 - 0.5 * A0
-    e = V1 - V0 - A0
-    f = A1 - A0
-    c3 = 10 * d - 4 * e + 0.5 * f
-    c4 = -15 * d + 7 * e - f
-    c5 = 6 * d - 3 * e + 0.5 * f
-    p = p0 + u * (c1 + u * (c2 + u * (c3 + u * (c4 + u * c5))))
-    dp = c1 + u * (2 * c2 + u * (3 * c3 + u * (4 * c4 + u * 5 * c5)))
-    ddp = 2 * c2 + u * (6 * c3 + u * (12 * c4 + u * 20 * c5))
-    return p, dp / h, ddp / (h * h)
-
-
-def _hermite3_many(p0, v0, p1, v1, h, s):
-    """_hermite3 at m instants at once (shapes as _hermite5_many)."""
-    u = np.clip(s / h, 0.0, 1.0)
+    u = np.minimum(np.maximum(s / h, 0.0), 1.0)
     V0, V1 = v0 * h, v1 * h
     c2 = 3 * (p1 - p0) - 2 * V0 - V1
     c3 = -2 * (p1 - p0) + V0 + V1
@@ -293,10 +266,9 @@ class TrajectoryReference(Reference):
                 continue
             a, b = k[sel], k[sel] + 1
             if many:
-                vals = _hermite5_many(self.P[a], self.V[a], self.A[a], self.P[b], self.V[b], self.A[b], h[sel],
-                                      local[sel])
+                vals = _hermite5(self.P[a], self.V[a], self.A[a], self.P[b], self.V[b], self.A[b], h[sel], local[sel])
             else:
-                vals = _hermite3_many(self.P[a], self.V[a], self.P[b], self.V[b], h[sel], local[sel])
+                vals = _hermite3(self.P[a], self.V[a], self.P[b], self.V[b], h[sel], local[sel])
             for o, v in zip(out, vals):
                 o[sel] = v
         Q[inside], QD[inside], QDD[inside] = out
