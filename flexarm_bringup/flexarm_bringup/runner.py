@@ -18,7 +18,9 @@ time, peak torque.
 Start-up waits for readiness, not a fixed time: the plant is ready at its first state, a controller when the plant
 integrates (the plant holds the arm until the first command). The wait ends with an error naming the process
 that is not ready and showing its log once nothing has happened for STARTUP_QUIET_S (no state, no log line: a
-compile in progress logs), or after STARTUP_LIMIT_S in all. Memory stays bounded: the samples kept for the summary
+compile in progress logs), or after STARTUP_LIMIT_S in all. Outside lock-step the move then waits (at most
+SAFE_START_WAIT_S) until the controller is not in a safe mode it entered at start-up (_wait_loop_settled); the summary
+reports those start-up entries apart. Memory stays bounded: the samples kept for the summary
 and the plot are decimated beyond MAX_SAMPLES (the recording streams to disk). SIGINT exits 130, SIGTERM 143 (interrupt.py),
 after stopping the nodes.
 """
@@ -125,7 +127,8 @@ def add_parser(sub):
     p.add_argument('--angle', type=float, default=60.0, help='move of every joint, degrees')
     p.add_argument('--move-time', type=float, default=2.5, help='s')
     p.add_argument('--lead', type=float, default=None,
-                   help='s of plant time between readiness and the move (default 0.5; tip_tracking outside lock-step: '
+                   help='s of plant time between readiness (outside lock-step: the controller on its normal law) '
+                        'and the move (default 0.5; tip_tracking outside lock-step: '
                         f'{PLANNING_LEAD_S:g}, the planning time plus the pre-actuation)')
     p.add_argument('--plant-arm', metavar='ARM', default='',
                    help='simulate this arm (same joints and modes, other parameters) under a controller designed on '
@@ -434,8 +437,7 @@ class RunnerNode:
 
 
 def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, controller, controller_diag=None,
-              model=None, plant_model=None, time_mode='realtime',
-              at_start=None):
+              model=None, plant_model=None, time_mode='realtime', at_start=None):
     """The run's figures from the recorded samples (plant time): the tip against the desired tip path of the
     reference (flexarm_control.figures), the joints, the torques, the model's validity, whether the arm was lost.
     at_start: the controller's diagnostic when the move started (_wait_loop_settled)."""
@@ -505,15 +507,19 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
 
 def safe_mode_figures(end: dict, start: dict) -> dict:
     """The controller's safe-mode entries, time and last reason from the move's start on (its diagnostic at the end
-    less the one at the start), and the entries and reason before it (start-up)."""
+    less the one at the start; a move started on the hold law counts that entry), and those before it (start-up)."""
     n_end, n_start = _num(end.get('safe_mode_entries')), _num(start.get('safe_mode_entries')) or 0.0
     t_end, t_start = _num(end.get('safe_mode_time_s')), _num(start.get('safe_mode_time_s')) or 0.0
-    entries = n_end - n_start if n_end is not None else None
+    on = start.get('safe_mode') == 'on'          # _wait_loop_settled gave up: the move started on the hold law
+    before = max(n_start - 1.0, 0.0) if on else n_start
+    entries = n_end - before if n_end is not None else None
+    later = n_end is not None and n_end > n_start
     return {'controller_safe_mode_entries': entries,
             'controller_safe_mode_time_s': t_end - t_start if t_end is not None else None,
-            'controller_safe_mode_reason': (end.get('safe_mode_reason') or '') if entries else '',
-            'controller_safe_mode_entries_at_start': n_start,
-            'controller_safe_mode_reason_at_start': (start.get('safe_mode_reason') or '') if n_start else ''}
+            'controller_safe_mode_reason': (end.get('safe_mode_reason') or '') if later else
+                                           (start.get('safe_mode_reason') or '') if on else '',
+            'controller_safe_mode_entries_at_start': before,
+            'controller_safe_mode_reason_at_start': (start.get('safe_mode_reason') or '') if before else ''}
 
 
 def _lost(err, q, q_ref, after_command_s) -> str:
@@ -925,14 +931,15 @@ def _wait_ready(args, runner, procs, progress):
         time.sleep(0.02)
 
 
-def _wait_loop_settled(args, runner, progress) -> dict:
-    """Outside lock-step: once the loop has closed, wait until a controller diagnostic sent LOOP_SETTLE_S or more
-    later says its normal law runs (at most SAFE_START_WAIT_S; then the move starts on the hold law, said). The
-    loop's first moments are its slowest (the plant starts integrating, the nodes' first answers, their design
-    processes' cached cells): the modal law on an estimate entered its safe mode there (issue 28; over the real
-    `ros2 launch sim.launch.py controller:=modal estimator:=encoders`, once in 3 runs), and a move started meanwhile
-    is flown on the hold law and the hand-back. Returns the controller's diagnostic at the move's start: the
-    start-up's safe-mode figures, which summarize reports apart from the move's."""
+def _wait_loop_settled(args, runner, procs, progress) -> dict:
+    """Outside lock-step: once the nodes are ready and linked, wait until a controller diagnostic that arrived
+    LOOP_SETTLE_S or more later says it is not in its safe mode (diagnostics come once a second: 0.3-1.3 s; at most
+    SAFE_START_WAIT_S, then the move starts as things are, said). The loop's first moments are its slowest (the plant
+    starts integrating, the nodes' first answers, their design processes' cached cells): the modal law on an estimate
+    entered its safe mode there (issue 28; over the real `ros2 launch sim.launch.py controller:=modal
+    estimator:=encoders`, once in 3 runs), and a move started meanwhile is flown on the hold law and the hand-back.
+    Returns the controller's diagnostic then: the start-up's safe-mode figures, which summarize reports apart (the
+    entries until the move's start, --lead later, count as the move's)."""
     t_closed = time.monotonic()
     said = False
     while True:
@@ -946,11 +953,13 @@ def _wait_loop_settled(args, runner, progress) -> dict:
                 return diag
             if not said:
                 said = True
-                progress.line(f'{args.controller} is in its safe mode at start-up '
-                              f'({diag.get("safe_mode_reason") or "no reason given"}): the move waits for its normal law')
-        if now - t_closed > SAFE_START_WAIT_S:
-            progress.line(f'{args.controller} still in its safe mode {SAFE_START_WAIT_S:g} s after start-up: the move '
-                          'starts on the hold law')
+                why = diag.get('safe_mode_reason') or 'no reason given'
+                progress.line(f'{args.controller} is in its safe mode at start-up ({why}): the move waits for its '
+                              'normal law')
+        if procs.exited() or now - t_closed > SAFE_START_WAIT_S:
+            progress.line(f'{args.controller} still in its safe mode {SAFE_START_WAIT_S:g} s after start-up: the '
+                          'move starts on the hold law' if said else
+                          f'no diagnostic from {args.controller} in {now - t_closed:.1f} s: the move starts')
             return diag
         time.sleep(0.02)
 
@@ -982,7 +991,7 @@ def _drive(args, model, runner, procs, recorder, progress):
     # paused plant's /clock stands still, so its periodic ones do too), resume: the move starts where it says.
     hold = args.time_mode == 'lockstep' and args.controller != 'none'
     if args.controller != 'none' and not hold:
-        runner.controller_at_start = _wait_loop_settled(args, runner, progress)
+        runner.controller_at_start = _wait_loop_settled(args, runner, procs, progress)
     if hold:
         err = runner.pause(True)
         if err:
@@ -1257,7 +1266,7 @@ def _print_summary(s):
               f"{fmt(s.get('controller_safe_mode_time_s'), ' s', digits=3)} on the hold law, not {s['controller']}'s "
               f"(last: {clip(s.get('controller_safe_mode_reason') or '?', 100)}); "
               f"{fmt(s.get('controller_states_skipped'))} states skipped")
-    if s.get('controller_safe_mode_entries_at_start'):    # before the move: not in the figures above
+    if s.get('controller_safe_mode_entries_at_start'):    # left before the move: not in the figures above
         print(f"  safe mode at start-up {fmt(s['controller_safe_mode_entries_at_start'])} entries before the move "
               f"(last: {clip(s.get('controller_safe_mode_reason_at_start') or '?', 100)})")
     if s.get('plan_time_s') is not None:

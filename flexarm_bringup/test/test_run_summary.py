@@ -1,4 +1,6 @@
 """`flexarm run`'s text summary says when the figures are (partly) the safe mode's hold law's, not the controller's."""
+import pytest
+
 from flexarm_bringup.runner import _print_summary
 
 
@@ -55,7 +57,7 @@ def test_safe_mode_entries_before_the_move_are_reported_apart(capsys):
     from flexarm_bringup.runner import safe_mode_figures
     start = {'safe_mode': 'off', 'safe_mode_entries': '1', 'safe_mode_time_s': '1.02',
              'safe_mode_reason': '1 state periods skipped (state 6.1 ms old: 8.1 ms, limit 8.0 ms)'}
-    end = dict(start, safe_mode_time_s='1.02')
+    end = dict(start)                         # nothing more happened during the move
     f = safe_mode_figures(end, start)
     assert f['controller_safe_mode_entries'] == 0.0 and f['controller_safe_mode_time_s'] == 0.0
     assert f['controller_safe_mode_reason'] == '' and f['controller_safe_mode_entries_at_start'] == 1.0
@@ -67,8 +69,14 @@ def test_safe_mode_entries_before_the_move_are_reported_apart(capsys):
     # one more entry during the move: counted for the move, with its reason; no start-up entry: nothing said of it
     g = safe_mode_figures(dict(end, safe_mode_entries='2', safe_mode_time_s='3.5', safe_mode_reason='state 9 ms old'),
                           start)
-    assert (g['controller_safe_mode_entries'], g['controller_safe_mode_time_s']) == (1.0, 2.48)
+    assert g['controller_safe_mode_entries'] == 1.0 and g['controller_safe_mode_time_s'] == pytest.approx(2.48)
     assert g['controller_safe_mode_reason'] == 'state 9 ms old'
     h = safe_mode_figures(end, {})
     assert h['controller_safe_mode_entries'] == 1.0 and h['controller_safe_mode_entries_at_start'] == 0.0
     assert h['controller_safe_mode_reason_at_start'] == ''
+    # the wait gave up: the move started on the hold law - that entry is the move's, with its reason
+    on = dict(start, safe_mode='on', safe_mode_entries='2', safe_mode_reason='state 264 ms old')
+    k = safe_mode_figures(dict(on, safe_mode_time_s='4.0'), on)
+    assert (k['controller_safe_mode_entries'], k['controller_safe_mode_entries_at_start']) == (1.0, 1.0)
+    assert k['controller_safe_mode_reason'] == 'state 264 ms old'
+    assert k['controller_safe_mode_time_s'] == pytest.approx(2.98)

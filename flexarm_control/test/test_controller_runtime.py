@@ -242,7 +242,7 @@ def test_a_plant_waiting_for_the_first_command_is_no_late_state(deluca):
     t += 26 * period
     rt.on_state(z, zd, t, age_s=0.001)                            # 24 skipped: 49 ms, one late state: ridden through
     assert not rt.safe_mode and rt.late_states == 1
-    for k in range(n - 1):                                        # more within 0.25 s: persistent lateness
+    for _ in range(n - 1):                                        # more within 0.25 s: persistent lateness
         assert not rt.safe_mode
         t += 6 * period
         rt.on_state(z, zd, t, age_s=0.001)

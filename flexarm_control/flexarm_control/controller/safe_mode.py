@@ -37,7 +37,7 @@ Within a plan (tip_tracking: a planned state and torque trajectory z*(t), tau*(t
 law follows the plan instead: tau = tau*(t + d) - K(q_s) [z - z* - e; zd - zd* - e'] (d the loop's input delay, e
 the return's offset on the joints): the plan's torque is what moves the arm along the planned path, the low-gain
 feedback keeps it there. In process (test_safe_mode.py, the standard move, two entries into the safe mode on a
-loaded transport) the tip stays within 1.2 mm RMS of its path; tracking the rigid reference it lagged 69 mm.
+loaded transport with a trigger_count of 3) the tip stays within 1.2 mm RMS of its path; tracking the rigid reference it lagged 69 mm.
 Gains are scheduled on the reference configuration on a grid (`schedule_step`) and interpolated multilinearly (no
 torque steps between cells); cells are designed ahead by a GainDesigner thread in real time, on demand in process.
 
@@ -50,11 +50,14 @@ The supervisor (`SafeMode`) per state:
     previous command was held that long beyond its design): `trigger_count` late states within TRIGGER_WINDOW_S, or
     one held beyond `stall_limit`, switch to the safe mode. Two states arriving together over DDS (one skipped) are on
     time for the modal laws, designed for two periods of delay (laws/modal.py: stable for actual delays of 0-5 ms at
-    500 Hz); an isolated late state (a stall of 10-30 ms, about one a second on the 2-core machine) is ridden through.
-    Measured over DDS, De Luca standard move under tip_tracking (2026-11-26): at load ~2 with this rule 2 of 4 runs
-    on its own law all along (tip 0.8 mm RMS, 2.6-2.8 max), the others entered once (bursts of 3 late states) and
-    none was lost; every late state a trigger kept nearly every run on the hold law (72-78 mm); 3 late states *in a
-    row* lost the arm in 3 of 4 runs under two CPU hogs (late states interleaved with on-time ones never made a row);
+    500 Hz); a stall of 10-30 ms (about one a second on the 2-core machine) is ridden through - and it makes several
+    late states in a row (the states queued behind it come held longer), hence a trigger_count of 6, not 3: with 3
+    the modal law on the strain_accel estimate entered at idle in 4 of 6 runs over DDS (32-40 mm tip RMS against
+    13.8-14.4 mm on its own law; 2026-12-03, issue 28). Measured with 3 over DDS, De Luca standard move under
+    tip_tracking (2026-11-26): at load ~2 2 of 4 runs on its own law all along (tip 0.8 mm RMS, 2.6-2.8 max), the
+    others entered once (bursts of 3 late states) and none was lost; every late state a trigger kept nearly every run
+    on the hold law (72-78 mm); 3 late states *in a row* lost the arm in 3 of 4 runs under two CPU hogs (late states
+    interleaved with on-time ones never made a row);
   * in the safe mode, YIELD_COUNT states in a row older than design_delay, or fewer states in the last
     YIELD_WINDOW_S than one per YIELD_GAP_FACTOR x design_period (single longer gaps are commands held longer, which
     the soft hold loop rides through as transients; a state rate that low for a second is not), are beyond what the
