@@ -514,27 +514,18 @@ def test_tip_tracking_on_a_loaded_transport_stays_on_its_plan(deluca, seed):
     tip stays on its path: tip RMS <= 2 mm, max <= 5 mm against the desired tip path (measured 0.20 / 0.80 mm for
     seed 0, 1.50 / 3.34 mm for seed 1, with the robust delay design). Before, the hold law tracked the rigid joint reference: seed 1 69 / 175 mm; with
     unstamped commands (acting when they arrive) seed 0 gave 0.50 / 1.09 mm (lock-step: 0.173 / 0.806)."""
-    from flexarm_control.planning import desired_tip_path
-    L = Loop(deluca, 'tip_tracking', controller=BURSTS_ENTER)      # the bursts trip 3, not the default 6
-    q0 = L.plant.core.z[L.qi].copy()
-    L.rt.hold(L.plant.core.z, 0.0)
-    L.target = q0 + MOVE[0]
-    ref = PointToPoint(q0, L.target, MOVE[1], 0.5)
-    L.rt.law.set_reference(ref, 0.0)
-    L.run(6.5, delay=_transport(seed), stamped=True)
-    t = L.array()[:, 0]
-    e = np.linalg.norm(np.array(L.tips) - desired_tip_path(deluca, ref, t), axis=1)[t >= 0.5]
-    rms, peak = float(np.sqrt(np.mean(e ** 2))), float(e.max())
+    rms, peak, L = _standard_move(deluca, 'tip_tracking', _transport(seed), BURSTS_ENTER)   # 3 trips, 6 not
     assert L.rt.safe_mode_entries == (1 if seed == 0 else 2)
     assert L.plant.due.late > 0 and L.plant.due.on_time > 5 * L.plant.due.late        # 12-13 % late
     assert rms <= 2e-3 and peak <= 5e-3, (rms, peak)
     assert L.final_error() <= 0.01
 
 
-def _modal_tip_rms(deluca, delay, controller=None):
-    """(tip RMS against the desired tip path, the runtime) of the modal law's standard move over `delay`."""
+def _standard_move(deluca, kind, delay, controller=None):
+    """(tip RMS, tip max against the desired tip path, the loop) of `kind`'s standard move over the transport
+    `delay`, stamped commands (as real time runs them)."""
     from flexarm_control.planning import desired_tip_path
-    L = Loop(deluca, 'modal', controller=controller)
+    L = Loop(deluca, kind, controller=controller)
     q0 = L.plant.core.z[L.qi].copy()
     L.rt.hold(L.plant.core.z, 0.0)
     L.target = q0 + MOVE[0]
@@ -543,7 +534,7 @@ def _modal_tip_rms(deluca, delay, controller=None):
     L.run(6.5, delay=delay, stamped=True)
     t = L.array()[:, 0]
     e = np.linalg.norm(np.array(L.tips) - desired_tip_path(deluca, ref, t), axis=1)[t >= 0.5]
-    return float(np.sqrt(np.mean(e ** 2))), L.rt
+    return float(np.sqrt(np.mean(e ** 2))), float(e.max()), L
 
 
 def test_the_default_trigger_rides_through_the_late_states_of_a_stall(deluca):
@@ -555,9 +546,10 @@ def test_the_default_trigger_rides_through_the_late_states_of_a_stall(deluca):
     30 deg) a trigger of 3 entered in 4 of 6 runs (32-40 mm RMS), 6 in none (13.8-14.4 mm, lock-step 12.2).
     Persistent lateness still enters (test_state_delay_20ms_holds_and_tracks_in_the_safe_mode,
     test_controller_runtime)."""
-    bursts, rt = _modal_tip_rms(deluca, _transport(1))
+    bursts, _, L = _standard_move(deluca, 'modal', _transport(1))
+    rt = L.rt
     assert rt.late_states >= 10 and rt.safe_mode_entries == 0, (rt.late_states, rt.safe_mode_entries)
-    calm, _ = _modal_tip_rms(deluca, _transport(1, bursts=False))
+    calm, _, _ = _standard_move(deluca, 'modal', _transport(1, bursts=False))
     assert bursts <= 1.02 * calm, (bursts, calm)
-    entered, rt3 = _modal_tip_rms(deluca, _transport(1), controller=BURSTS_ENTER)      # what 3 did
-    assert rt3.safe_mode_entries >= 1 and entered > 1.5 * calm, (rt3.safe_mode_entries, entered, calm)
+    entered, _, L3 = _standard_move(deluca, 'modal', _transport(1), BURSTS_ENTER)          # what 3 did
+    assert L3.rt.safe_mode_entries >= 1 and entered > 1.5 * calm, (L3.rt.safe_mode_entries, entered, calm)

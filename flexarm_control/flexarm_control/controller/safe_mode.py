@@ -37,7 +37,8 @@ Within a plan (tip_tracking: a planned state and torque trajectory z*(t), tau*(t
 law follows the plan instead: tau = tau*(t + d) - K(q_s) [z - z* - e; zd - zd* - e'] (d the loop's input delay, e
 the return's offset on the joints): the plan's torque is what moves the arm along the planned path, the low-gain
 feedback keeps it there. In process (test_safe_mode.py, the standard move, two entries into the safe mode on a
-loaded transport with a trigger_count of 3) the tip stays within 1.2 mm RMS of its path; tracking the rigid reference it lagged 69 mm.
+loaded transport with a trigger_count of 3) the tip stays within 1.2 mm RMS of its path; tracking the rigid reference
+it lagged 69 mm.
 Gains are scheduled on the reference configuration on a grid (`schedule_step`) and interpolated multilinearly (no
 torque steps between cells); cells are designed ahead by a GainDesigner thread in real time, on demand in process.
 

@@ -32,6 +32,8 @@ def elapsed(t, t0):
     Exact while the stamps are below ~4e6 s (plant time); wall-clock stamps (~1.8e9 s) carry ~2e-7 s of float
     error either way (real time is not reproducible). Infinite differences pass through."""
     d = t - t0
+    if np.ndim(d):                                   # an array of times (TrajectoryReference.sample_many)
+        return np.where(np.abs(d) < 1e9, np.round(d * 1e9) / 1e9, d)
     return round(d * 1e9) / 1e9 if abs(d) < 1e9 else d
 
 
@@ -54,12 +56,17 @@ def quintic(tau):
 PROFILES = {'cycloidal': cycloidal, 'quintic': quintic}
 
 
+def _unit(s, h):
+    """s / h clamped to [0, 1]: a scalar (a control step's sample, no numpy call) or an array of instants."""
+    return min(max(s / h, 0.0), 1.0) if np.ndim(s) == 0 else np.clip(s / h, 0.0, 1.0)
+
+
 def _hermite5(p0, v0, a0, p1, v1, a1, h, s):
     """Quintic Hermite on a segment of length h at local time s (vectorised over joints; and over instants: rows of
     (m, n) segment ends with h, s of shape (m, 1), h > 0 - TrajectoryReference.sample_many)."""
     if np.ndim(h) == 0 and h <= 0:
         return p1.copy(), v1.copy(), a1.copy()
-    u = np.minimum(np.maximum(s / h, 0.0), 1.0)
+    u = _unit(s, h)
     # coefficients in u of p(u) with derivatives scaled by h
     V0, V1, A0, A1 = v0 * h, v1 * h, a0 * h * h, a1 * h * h
     c0, c1, c2 = p0, V0, 0.5 * A0
@@ -79,7 +86,7 @@ def _hermite3(p0, v0, p1, v1, h, s):
     """Cubic Hermite, as _hermite5 (over joints; and over instants)."""
     if np.ndim(h) == 0 and h <= 0:
         return p1.copy(), v1.copy(), np.zeros_like(p1)
-    u = np.minimum(np.maximum(s / h, 0.0), 1.0)
+    u = _unit(s, h)
     V0, V1 = v0 * h, v1 * h
     c2 = 3 * (p1 - p0) - 2 * V0 - V1
     c3 = -2 * (p1 - p0) + V0 + V1
@@ -247,8 +254,7 @@ class TrajectoryReference(Reference):
         """sample() at every time of ts at once, the same values (a controller checks a new reference at ~450
         instants, ReferenceLimits: one call at a time that was 13 ms of Python, 22-95 ms in a real-time controller
         beside its state thread, which waits for the interpreter lock meanwhile; issue 28)."""
-        d = np.asarray(ts, dtype=float).ravel() - self.t0
-        s = np.where(np.abs(d) < 1e9, np.round(d * 1e9) / 1e9, d)
+        s = elapsed(np.asarray(ts, dtype=float).ravel(), self.t0)
         tm, m, n = self.times, s.size, self.n_joints
         Q, QD, QDD = np.empty((m, n)), np.zeros((m, n)), np.zeros((m, n))
         before, after = s <= tm[0], s >= tm[-1]
@@ -261,11 +267,11 @@ class TrajectoryReference(Reference):
         local = (s[inside] - tm[k])[:, None]
         quintic = np.full(k.shape, self.quintic_segments) | ((k == 0) & self._start_given)
         out = [np.empty((k.size, n)) for _ in range(3)]
-        for sel, many in ((quintic, True), (~quintic, False)):
+        for sel, is_quintic in ((quintic, True), (~quintic, False)):
             if not np.any(sel):
                 continue
             a, b = k[sel], k[sel] + 1
-            if many:
+            if is_quintic:
                 vals = _hermite5(self.P[a], self.V[a], self.A[a], self.P[b], self.V[b], self.A[b], h[sel], local[sel])
             else:
                 vals = _hermite3(self.P[a], self.V[a], self.P[b], self.V[b], h[sel], local[sel])
@@ -493,8 +499,8 @@ class ReferenceLimits:
         if hasattr(ref, 'times'):
             times = np.union1d(times, ref.t0 + ref.times[ref.t0 + ref.times >= t_start])
         with np.errstate(all='ignore'):
-            many = getattr(ref, 'sample_many', None) or (lambda ts: Reference.sample_many(ref, ts))
-            Q, QD, QDD = (np.asarray(x, float) for x in many(times))
+            sample_many = getattr(ref, 'sample_many', None) or (lambda ts: Reference.sample_many(ref, ts))
+            Q, QD, QDD = (np.asarray(x, float) for x in sample_many(times))
         for name, X in (('position', Q), ('velocity', QD), ('acceleration', QDD)):
             if not np.all(np.isfinite(X)):
                 k = int(np.nonzero(~np.all(np.isfinite(X), axis=1))[0][0])
