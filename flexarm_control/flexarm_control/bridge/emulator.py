@@ -48,6 +48,8 @@ joint conventions from the bridge's parameter file). Fault injection from stdin,
 line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
 ``corrupt N crc|truncate|drop|garbage``, ``corrupting crc|truncate|drop|garbage|off``, ``hw ID BITS``,
 ``close``, ``reopen``; ``state`` answers ``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
+``--record FILE.npz`` (with ``--arm``) writes the arm's motion at exit (model_plant.ArmRecording: every plant advance,
+with the deformed and the rigid tip): what a real arm's hardware path cannot measure (bench/bench_hardware_path.py).
 """
 from __future__ import annotations
 
@@ -909,7 +911,8 @@ def _read_commands(emu: "ServoEmulator", signals: StopSignals) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     signals = _PROGRAM_SIGNALS or StopSignals()
-    emu = None
+    emu = recording = None
+    args = None
     try:
         if _PROGRAM_SIGNALS is None:
             signals.install()         # SIGINT/SIGTERM from here on: exit 0, no traceback
@@ -929,7 +932,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="serve with SCHED_FIFO priority (needs CAP_SYS_NICE): real servos answer within "
                              "a millisecond whatever the load; an emulator process that a loaded machine "
                              "deschedules for longer than the bridge's reply timeout is an outage to the bridge")
+        ap.add_argument("--record", default=None, metavar="NPZ",
+                        help="with --arm: record the emulated arm's motion (every plant advance: z, zd, torques, "
+                             "the deformed and the rigid tip) into this .npz file at exit")
         args = ap.parse_args(argv)
+        if args.record is not None:
+            if args.arm is None:
+                ap.error("--record needs --arm (the servos are driven by the arm model)")
+            folder = os.path.dirname(os.path.abspath(args.record))
+            if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+                ap.error("--record: cannot write into %s" % folder)
         print("dxl_emulator: starting", file=sys.stderr, flush=True)
         if args.realtime:
             why = set_thread_fifo(10)     # before the serving thread starts: threads inherit the policy
@@ -940,6 +952,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.arm is not None:
             ids, model, plant = _model_plant(args.arm, args.params)
         emu = ServoEmulator(ids, model=model, plant=plant, latency=args.latency, link_path=args.link)
+        if args.record is not None:
+            from .model_plant import ArmRecording
+            recording = ArmRecording(plant)
+            emu.on_plant_step = recording
         signals.started()
         print(emu.port_name, flush=True)
         print("serving ids %s (%s%s) at nominal %d baud on %s; Ctrl-C to stop"
@@ -958,6 +974,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("stats: %s; max wake-up lateness %.1f ms, max request handling %.1f ms"
                   % (emu.stats, 1e3 * emu.timing["max_wakeup_late"], 1e3 * emu.timing["max_handling"]),
                   file=sys.stderr, flush=True)
+        if recording is not None:
+            rows = recording.save(args.record)
+            print("recorded %d plant advances of the arm to %s" % (rows, args.record), file=sys.stderr, flush=True)
     return 0
 
 

@@ -10,10 +10,13 @@ position/velocity ``theta = direction * (q - zero_offset) * gear_ratio``.
 Servo current by operating mode (like MotorInertiaPlant): current mode -> Goal Current clipped to the
 Current Limit; position modes -> ``kp (theta_goal - theta) - kd omega`` clipped (mode 5 also to
 |Goal Current|); torque off -> 0.
+
+``ArmRecording(plant)`` as the emulator's ``on_plant_step`` records the arm's motion (``dxl_emulator --record``).
 """
 from __future__ import annotations
 
 import math
+import time
 from typing import Optional, Sequence
 
 import numpy as np
@@ -97,3 +100,43 @@ class ModelPlant:
         self.pending -= h
         self.time += h
         self.steps += 1
+
+
+class ArmRecording:
+    """The emulated arm's motion, one row per plant advance (``ServoEmulator.on_plant_step``): the emulator's clock
+    (monotonic s), the coordinates z and rates zd (flexarm_sim layout) and the joint torques applied up to that
+    instant. ``save(path)`` writes an .npz with those and what a reader needs to judge the arm through the hardware
+    path - the deformed tip and the rigid tip (same joint angles) at every row, the joint and mode indices, the arm's
+    name and ``wall_minus_monotonic`` (add it to ``t`` for the wall clock, which stamps the bridge's /joint_states)."""
+
+    def __init__(self, plant: ModelPlant):
+        self.plant = plant
+        self.t, self.z, self.zd, self.tau = [], [], [], []
+        self.wall_minus_monotonic = time.time() - time.monotonic()
+
+    def __call__(self, t: float) -> None:
+        s = self.plant.state
+        self.t.append(t)
+        self.z.append(s.z.copy())
+        self.zd.append(s.zd.copy())
+        self.tau.append(self.plant.tau.copy())
+
+    def arrays(self) -> dict:
+        m = self.plant.model
+        N = m.n_coords
+        z = np.array(self.z, dtype=float).reshape(-1, N)
+        rigid = np.zeros_like(z)
+        rigid[:, m.q_index] = z[:, m.q_index]
+        return dict(t=np.array(self.t, dtype=float), z=z, zd=np.array(self.zd, dtype=float).reshape(-1, N),
+                    tau=np.array(self.tau, dtype=float).reshape(-1, m.n_joints),
+                    tip=np.array([m.tip_pose(x)[1] for x in z]).reshape(-1, 3),
+                    rigid_tip=np.array([m.tip_pose(x)[1] for x in rigid]).reshape(-1, 3),
+                    q_index=np.asarray(m.q_index), mode_index=np.asarray(m.mode_index),
+                    arm=np.array(m.spec.name), wall_minus_monotonic=np.array(self.wall_minus_monotonic))
+
+    def save(self, path: str) -> int:
+        """Write the recording (numpy .npz); returns the number of rows."""
+        data = self.arrays()
+        with open(path, 'wb') as f:
+            np.savez(f, **data)
+        return int(data['t'].size)

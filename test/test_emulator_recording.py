@@ -1,0 +1,102 @@
+"""`dxl_emulator --arm ... --record FILE.npz`: the emulated arm's motion, recorded at every plant advance, is what the
+arm model did under the servos' currents (checked against an integration of the model written here, with finer
+steps), and the file is written at a SIGINT exit; --record without --arm, or into a folder that cannot be written,
+is refused at start with a message naming --record."""
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bridge_harness import ROOT, Watched  # noqa: E402
+
+from flexarm_control.bridge import control_table as ct  # noqa: E402
+from flexarm_control.bridge.config import load_yaml  # noqa: E402
+from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
+from flexarm_control.bridge.model_plant import ArmRecording, ModelPlant  # noqa: E402
+from flexarm_sim.model import ArmState, load_model, step  # noqa: E402
+
+ARM = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+BRIDGE = os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')
+EMULATOR = [sys.executable, '-m', 'flexarm_control.bridge.emulator']
+
+
+def test_the_recording_is_the_arm_under_the_servo_currents(tmp_path):
+    model = load_model(ARM)
+    joints = [j.servo() for j in load_yaml(BRIDGE).joints]
+    plant = ModelPlant(model, joints)
+    emu = ServoEmulator([j.servo_id for j in joints], plant=plant, start=False)
+    try:
+        rec = ArmRecording(plant)
+        emu.on_plant_step = rec
+        emu.step_plant()                      # a first row, at rest: the emulator's clock from here
+        raw = (60, -40)                       # Goal Current, units of the model (XM430: 2.69 mA)
+        for s, g in zip((emu.servos[j.servo_id] for j in joints), raw):
+            s.set(ct.OPERATING_MODE, ct.MODE_CURRENT)
+            s.set(ct.GOAL_CURRENT, g)
+            s.set(ct.TORQUE_ENABLE, 1)
+        t0 = rec.t[-1]
+        times = t0 + np.cumsum(np.full(200, 0.0037))      # 0.74 s in requests 3.7 ms apart (not the plant's 1 ms)
+        for t in times:
+            emu.step_plant(t)
+        path = str(tmp_path / 'arm.npz')
+        rows = rec.save(path)
+        data = np.load(path)
+    finally:
+        emu.close()
+    assert rows == data['t'].size >= times.size
+    assert np.all(np.diff(data['t']) >= 0.0) and data['t'][-1] == pytest.approx(times[-1])
+    # the torque: direction x current x torque constant x gear, the servo's quantized current
+    amps = np.array([ct.current_raw_to_amp(g, emu.model) for g in raw])
+    tau = np.array([j.direction * j.torque_constant * j.gear_ratio for j in joints]) * amps
+    np.testing.assert_allclose(data['tau'][-1], tau, rtol=1e-12)
+    # the motion: the model integrated here from rest under that torque over the same time, 0.1 ms steps
+    ref = ArmState.zeros(model)
+    h = 1e-4
+    n = int(round((times[-1] - t0) / h))
+    for _ in range(n):
+        step(model, ref, tau, h, 1)
+    step(model, ref, tau, (times[-1] - t0) - n * h, 1)
+    # (the emulator's RK4 at its 1 ms step is 1.2e-7 off this converged integration: the bound is its step's error)
+    np.testing.assert_allclose(data['z'][-1], ref.z, atol=1e-6)
+    assert np.max(np.abs(ref.z[model.q_index])) > 0.05          # the arm did move (a test that can fail)
+    # what the file says about itself: the tips of the rows, the layout, the clock's offset to the wall clock
+    k = data['t'].size // 2
+    np.testing.assert_allclose(data['tip'][k], model.tip_pose(data['z'][k])[1], atol=1e-12)
+    rigid = np.zeros(model.n_coords)
+    rigid[model.q_index] = data['z'][k][model.q_index]
+    np.testing.assert_allclose(data['rigid_tip'][k], model.tip_pose(rigid)[1], atol=1e-12)
+    assert list(data['q_index']) == list(model.q_index) and str(data['arm']) == 'deluca_two_link'
+    assert abs(float(data['wall_minus_monotonic'])) > 0
+
+
+@pytest.mark.parametrize('case', ['no_arm', 'unwritable'])
+def test_a_recording_it_cannot_make_is_refused_at_start(case, tmp_path):
+    if case == 'no_arm':
+        args = ['--ids', '1', '--record', str(tmp_path / 'x.npz')]
+    else:
+        args = ['--arm', ARM, '--params', BRIDGE, '--record', str(tmp_path / 'missing' / 'x.npz')]
+    r = subprocess.run(EMULATOR + args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert '--record' in r.stderr and 'Traceback' not in r.stderr
+    assert ('needs --arm' in r.stderr) if case == 'no_arm' else ('cannot write' in r.stderr)
+
+
+@pytest.mark.ros
+def test_the_recording_is_written_at_a_sigint_exit(tmp_path, ros_env):
+    path = tmp_path / 'arm.npz'
+    proc = Watched(['-m', 'flexarm_control.bridge.emulator', '--arm', ARM, '--params', BRIDGE,
+                    '--link', str(tmp_path / 'ttyEMU'), '--record', str(path)], env=ros_env)
+    try:
+        proc.wait_line(lambda s: s.startswith('serving ids'), 120.0)
+        rc, _ = proc.signal_and_wait(signal.SIGINT)
+    finally:
+        proc.kill()
+    err = proc.stderr_text()
+    assert rc == 0 and 'Traceback' not in err, err
+    assert f'to {path}' in err
+    data = np.load(path)
+    assert data['t'].size >= 1 and data['z'].shape == (data['t'].size, load_model(ARM).n_coords)
