@@ -126,7 +126,7 @@ def margins_table(arms):
         qs = [q0, q0 + math.radians(30), q0 + math.radians(60)]
         corners = [perturbed_model(model.spec, p, e) for p in (0.8, 1.2) for e in (0.85, 1.15)]
         for kind in ('modal', 'tip_tracking'):
-            periods = law_class(kind).design_delay_periods
+            periods = law_class(kind).design_periods(1.0 / DT)
             robust = law_class(kind).robust_delay_design > 0      # the class's real-time default
             lockstep = (('lock-step', 0.0, {}),)
             if law_class(kind).lockstep_robust_errors:

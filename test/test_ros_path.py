@@ -48,7 +48,7 @@ def _expected_derived(node, values):
         return {'sensors.strain.gauges': []}
     period = 1.0 / values['rate']
     from flexarm_control.controller.kinds import law_class
-    delay = law_class(node).design_delay_periods * period        # the law's real-time design (one or two periods)
+    delay = law_class(node).design_periods(values['rate']) * period     # the law's real-time design (whole periods)
     out = {'input_delay': delay, 'safe_mode.max_state_age': delay + 2 * period}
     if node == 'modal':
         out['tip_max'] = 0.01 * sum(j.link.length for j in model.spec.joints)

@@ -114,16 +114,16 @@ def test_the_certainty_equivalent_lockstep_design_misses_the_perturbed_targets(d
 
 
 def test_the_real_time_design_tracks_the_perturbed_arm_behind_the_delay_it_is_designed_for(deluca):
-    """Real time: the gains designed for two periods of delay (4 ms, TipTracking.design_delay_periods, the robust
+    """Real time: the gains designed for two periods of delay (4 ms, TipTracking.design_periods(500), the robust
     design of laws/modal.py), the command acting exactly 4 ms after its state (moves.DelayedCommand, plant on a 1 ms
     grid). Nominal arm: the plan's figures (measured 0.173 / 0.806 mm). Perturbed arm (+20 % payload, -15 % E.I):
     measured tip RMS 7.35 mm, max 15.3 mm, ringing 5.2 mm (the robust lock-step design without delay: 3.58 / 9.57 /
     2.96); the certainty-equivalent delayed design lost this arm (43.6 mm RMS, 117 mm max, torque saturated at 2 N m)."""
-    law = TipTracking(deluca, dt=DT, input_delay=TipTracking.design_delay_periods * DT)
+    law = TipTracking(deluca, dt=DT, input_delay=TipTracking.design_periods(1 / DT) * DT)
     _, f = run_move(law, delay=law.input_delay)
     assert f['tip_rms_error_m'] <= 0.3e-3, f
     assert f['tip_max_error_m'] <= 1.5e-3, f
-    law = TipTracking(deluca, dt=DT, input_delay=TipTracking.design_delay_periods * DT)
+    law = TipTracking(deluca, dt=DT, input_delay=TipTracking.design_periods(1 / DT) * DT)
     _, f = run_move(law, plant=perturbed_model(deluca.spec, 1.2, 0.85), delay=law.input_delay)
     assert f['tip_rms_error_m'] <= 8e-3, f
     assert f['tip_max_error_m'] <= 18e-3, f

@@ -46,7 +46,8 @@ COMMON = {
                                'scheduling'),
     'input_delay': Param(DERIVED, float_range(lo=0.0, hi=0.1),
                          's of transport delay the gains are designed for; not set = one period 1/rate (modal, '
-                         'tip_tracking: two, their widest stable band of actual delays - laws/modal.py; lockstep: 0)'),
+                         'tip_tracking: 4 ms in whole periods, at least one - two at 500 Hz, one at 250 Hz: their '
+                         'widest stable band of actual delays, laws/modal.py; lockstep: 0)'),
     'safe_mode.max_state_age': Param(DERIVED, float_range(lo=0.0, lo_open=True, hi=1.0),
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
@@ -98,7 +99,7 @@ def render() -> str:
 
 def derived_input_delay(values: dict, periods: int = 1) -> float:
     """The input delay a law designs for when `input_delay` is not set: none in lock-step, else `periods` control
-    periods (the law's `design_delay_periods`)."""
+    periods (the law's `design_periods(rate)`)."""
     return 0.0 if values['lockstep'] else periods / values['rate']
 
 

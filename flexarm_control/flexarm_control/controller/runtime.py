@@ -42,7 +42,8 @@ RATE_TOLERANCE = 0.05
 def input_delay_of(kind, values):
     """s of transport delay the law of `kind` is designed for: the parameter, or its law's default."""
     delay = values['input_delay']
-    return config.derived_input_delay(values, law_class(kind).design_delay_periods) if delay is DERIVED else delay
+    return config.derived_input_delay(values, law_class(kind).design_periods(values['rate'])) if delay is DERIVED \
+        else delay
 
 
 def make_law(kind, model, values):

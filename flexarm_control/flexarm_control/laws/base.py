@@ -87,6 +87,12 @@ class ControlLaw:
     returns_unaided = False
 
     @classmethod
+    def design_periods(cls, rate: float) -> int:
+        """Whole control periods of transport delay the gains are designed for in real time at `rate` Hz when the
+        node's input_delay is not set (controller/runtime.py)."""
+        return cls.design_delay_periods
+
+    @classmethod
     def from_params(cls, model, values, dt, input_delay):
         """The law of a controller node from its validated parameter values (values[name] for every name in GAINS,
         DERIVED where not set), its control period dt and the input delay its gains are designed for."""

@@ -80,7 +80,7 @@ input, x_{k+1} = Phi x_k + G_new u_{k-m} + G_old u_{k-m-1} (G_new = int_0^{dt-f}
 int_0^f e^{As} ds B: `delayed_discretization`), augmented with the previous commands (`delay_augmented`): the gain is
 u_k = -K x_k - K_u (u_{k-1}, ..., u_{k-H}), the u being the feedback parts of the previous (saturated) commands.
 Without this, the LQR designed for an undelayed sample drives the elbow's light high-frequency inertia (links free)
-unstable behind 1-2 ms of delay. Which delay to design for (real time, `design_delay_periods`): the actual delay over
+unstable behind 1-2 ms of delay. Which delay to design for (real time, `design_periods`): the actual delay over
 DDS varies (the state's age p50 ~1 ms, p99 ~10 ms on the loaded 2-core machine, plus the command's transport). On
 the De Luca arm at 500 Hz (the sampled loop's largest spectral radius at 0, 30 and 60 deg, actual delays 0-12 ms,
 with the damping floor; the certainty-equivalent design, see below): designed for one period (2 ms) the loop is
@@ -90,6 +90,15 @@ design (5 ms) for almost none. In process, tip_tracking with 20 % of the states 
 tip RMS designed for two periods, the arm lost designed for one. Over DDS (flexarm run, real time, load ~2): designed
 for two periods 2 of 4 runs followed the plan to 0.73-0.76 mm, none was lost; for three, 2 of 4 lost the arm. Two
 periods it is (lock-step designs for none); with the robust design below one period still holds only 1-3 and 5 ms.
+At other rates the delay, not the count of periods, is what matters: the design is for DESIGN_DELAY_S = 4 ms in whole
+periods, at least one (`design_periods`). De Luca arm, robust design, stable actual delays (0 and 0.5 rad beyond the
+nominal configuration): 250 Hz (the bridge's loop_rate) one period 0-9 ms, two periods (8 ms) 2-13 ms only; 1 kHz
+four periods 0-8 ms, two 0-5 ms; 200 Hz one period 0-11 ms, two 3-14 ms but not 5; 100 Hz one period 1-14 ms, two
+15-20 ms only (slewing_beam at 250 Hz: 0-9 against 2-14 ms; spatial_3r 0-20 ms both). The hardware path (bridge at
+250 Hz, prompt writes: the command acts 1-4 ms after its reading) against the servo emulator, modal on the encoder
+estimate, the 30 deg move (bench/bench_hardware_path.py, 2026-12-03): designed for 8 ms the tip rang 0.97-16.1 mm
+(6 runs) 3.5 s after the move, the elbow chattering at up to 6.5 rad/s into the bridge's velocity limit (0-150 limit
+interventions a run); for 4 ms 0.39-0.91 mm (5 runs; lock-step at 250 Hz 0.66 mm), no limit intervention.
 Robust delay design (`robust`, ROBUST_ERRORS; delayed designs): the delayed
 LQR above is certainty-equivalent - the optimal gain for the delay-augmented model is the undelayed gain applied to
 the model's prediction of the state m periods ahead - and that prediction is only as good as the model: on the De
@@ -297,6 +306,8 @@ def multiplicative_noise_lqr(A, B, Q, R, D, iterations=ROBUST_ITERATIONS, tol=RO
     return noiseless, False
 
 
+# s of transport delay the real-time designs are made for, in whole control periods (ModalLQR.design_periods)
+DESIGN_DELAY_S = 0.004
 # Bryson allowances of the rule (module docstring): tip_max per metre of reach; joint allowances from the tip ones
 TIP_MAX_PER_REACH = 0.6e-3
 JOINT_FACTOR = 8.0
@@ -319,9 +330,14 @@ def _positive(lo=0.0, hi=10.0):
 
 class ModalLQR(ControlLaw):
     name = 'modal'
-    # real time: designed for two periods of delay (module docstring, "Input delay"): stable for actual delays of
-    # 0-5 ms at 500 Hz on the De Luca arm, where a design for one period is stable for 1-3 ms (and 5) only
-    design_delay_periods = 2
+    # real time: designed for DESIGN_DELAY_S of delay in whole periods, at least one (module docstring, "Input delay"):
+    # two at 500 Hz (stable for actual delays of 0-8 ms on the De Luca arm, where one period holds 1-3 ms and 5), one at
+    # 250 Hz (0-9 ms; two periods there: 2-13 ms, unstable without delay), four at 1 kHz (0-8 ms; two: 0-5 ms)
+    design_delay_s = DESIGN_DELAY_S
+
+    @classmethod
+    def design_periods(cls, rate: float) -> int:
+        return max(1, int(round(cls.design_delay_s * float(rate))))
     # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design"; 0:
     # certainty-equivalent)
     robust_delay_design = 1.0
