@@ -64,9 +64,19 @@ def figures(plant, t, z, ref, t0):
     from flexarm_sim.model.trajectory import relative_deflections
     from flexarm_sim.model.equilibrium import static_equilibrium
     qi = np.asarray(plant.q_index)
+    if t.size > 1 and np.any(np.diff(t) != np.diff(t)[0]):
+        # the emulator's rows come per request (bunched within a bridge cycle): onto an even 1 ms grid, as lock-step
+        grid = np.arange(max(t[0], t0), min(t[-1], t0 + RUN_S) + 1e-12, 1e-3)
+        t, z = grid, np.column_stack([np.interp(grid, t, z[:, k]) for k in range(z.shape[1])])
     s = t - t0
-    keep = (s >= 0.0) & (s <= RUN_S)
+    keep = (s >= 0.0) & (s <= RUN_S + 1e-9)
     s, z = s[keep], z[keep]
+    if s.size == 0 or s[-1] < RUN_S - 0.01:
+        raise RuntimeError(f'the recording covers {s[-1] if s.size else 0:.2f} of the run\'s {RUN_S:g} s')
+    travel = np.max(np.abs(np.asarray(ref.sample(RUN_S)[0]) - ref.sample(0.0)[0]))
+    if np.max(np.abs(z[:, qi] - z[0, qi])) < 0.3 * travel:
+        raise RuntimeError(f'the arm did not move (joints at {z[-1, qi]} rad): the controller refused or re-timed '
+                           'the reference, or the bridge was not enabled')
     q_d = np.array([ref.sample(x)[0] for x in s])
     zr = np.zeros(plant.n_coords)
     tip_d = []
@@ -92,62 +102,83 @@ def _ros_env(domain):
     return env
 
 
-def hardware_run(plant_arm, domain, tmp, controller_extra=None):
-    """One run of the hardware path; returns (recording arrays, reference start on the emulator's clock, counts)."""
+def _stop(p, sig=signal.SIGINT, timeout=10.0):
+    """Stop a process started in its own session: `sig` to its group, SIGKILL after `timeout`."""
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, sig)
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5.0)
+        except ProcessLookupError:
+            pass
+
+
+def hardware_run(plant_arm, domain, tmp, model, controller_extra=None):
+    """One run of the hardware path; returns (recording arrays, reference start on the emulator's clock, the
+    reference, the last diagnostics of every node, those at the move's start)."""
     import rclpy
+    from builtin_interfaces.msg import Duration
     from diagnostic_msgs.msg import DiagnosticArray
     from flexarm_bringup.bringup import command, hardware_nodes
+    from flexarm_control.laws import PointToPoint
     from flexarm_msgs.srv import Enable
     from flexarm_sim.arms import arm_id, resolve_arm
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-    from builtin_interfaces.msg import Duration
-    from flexarm_control.laws import PointToPoint
 
     env = _ros_env(domain)
     os.environ.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
+    os.environ.pop('ROS_LOCALHOST_ONLY', None)
     link, rec = os.path.join(tmp, 'ttyDXL'), os.path.join(tmp, 'arm.npz')
-    logs = []
+    logs, procs, files = {}, [], []
+    emu = None
 
     def start(argv, name):
         log = open(os.path.join(tmp, name + '.log'), 'w')
-        logs.append((name, log.name))
-        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
+        files.append(log)
+        logs[name] = log.name
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
-    emu = start([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--arm', plant_arm or resolve_arm(ARM),
-                 '--params', BRIDGE_YAML, '--link', link, '--record', rec], 'emulator')
-    deadline = time.monotonic() + 60.0
-    while not os.path.exists(link):
-        if time.monotonic() > deadline or emu.poll() is not None:
-            raise RuntimeError('the emulator did not start: ' + open(logs[0][1]).read()[-2000:])
-        time.sleep(0.1)
-    procs = [(s.name, start(command(s, tmp), s.name))
-             for s in hardware_nodes(ARM, 'modal', '', BRIDGE_YAML, link, '', controller_extra=controller_extra,
-                                    estimator='encoders')]
-    rclpy.init()
-    node = rclpy.create_node('hardware_path_probe')
-    diags, js = {}, []
-    node.create_subscription(DiagnosticArray, '/diagnostics',
-                             lambda m: diags.update({st.name: {kv.key: kv.value for kv in st.values}
-                                                     for st in m.status}), 10)
-    node.create_subscription(JointState, '/joint_states', lambda m: js.append(m), 10)
-    commands = []
-    node.create_subscription(Float64MultiArray, '/effort_controller/commands', lambda m: commands.append(1), 10)
-    pub = node.create_publisher(JointTrajectory, '/flexarm/reference',
-                                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
 
-    def spin_until(pred, timeout, what):
-        end = time.monotonic() + timeout
-        while not pred():
-            rclpy.spin_once(node, timeout_sec=0.05)
-            for name, p in procs:
-                if p.poll() is not None:
-                    raise RuntimeError(f'{name} exited ({p.returncode}): ' + open(dict(logs)[name]).read()[-3000:])
-            if time.monotonic() > end:
-                raise RuntimeError(f'timed out waiting for {what}')
+    def tail(name):
+        with open(logs[name]) as f:
+            return f.read()[-3000:]
+    node = None
     try:
+        emu = start([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--arm', plant_arm or resolve_arm(ARM),
+                     '--params', BRIDGE_YAML, '--link', link, '--record', rec], 'emulator')
+        deadline = time.monotonic() + 60.0
+        while not os.path.exists(link):
+            if time.monotonic() > deadline or emu.poll() is not None:
+                raise RuntimeError('the emulator did not start: ' + tail('emulator'))
+            time.sleep(0.1)
+        for spec in hardware_nodes(ARM, 'modal', '', BRIDGE_YAML, link, '', controller_extra=controller_extra,
+                                   estimator='encoders'):
+            procs.append((spec.name, start(command(spec, tmp), spec.name)))
+        rclpy.init()
+        node = rclpy.create_node('hardware_path_probe')
+        diags, js, commands = {}, [], []
+        node.create_subscription(DiagnosticArray, '/diagnostics',
+                                 lambda m: diags.update({st.name: {kv.key: kv.value for kv in st.values}
+                                                         for st in m.status}), 10)
+        node.create_subscription(JointState, '/joint_states', lambda m: js.append(1), 10)
+        node.create_subscription(Float64MultiArray, '/effort_controller/commands', lambda m: commands.append(1), 10)
+        pub = node.create_publisher(JointTrajectory, '/flexarm/reference',
+                                    QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+
+        def spin_until(pred, timeout, what):
+            end = time.monotonic() + timeout
+            while not pred():
+                rclpy.spin_once(node, timeout_sec=0.05)
+                for name, p in procs + [('emulator', emu)]:
+                    if p.poll() is not None:
+                        raise RuntimeError(f'{name} exited ({p.returncode}): ' + tail(name))
+                if time.monotonic() > end:
+                    raise RuntimeError(f'timed out waiting for {what}')
         spin_until(lambda: len(js) > 10, 90.0, '/joint_states')
         # the controller answers the states before ~/enable (else the bridge's command watchdog latches torque off)
         spin_until(lambda: len(commands) > 100, 90.0, 'the controller\'s commands')
@@ -160,12 +191,13 @@ def hardware_run(plant_arm, domain, tmp, controller_extra=None):
         spin_until(lambda: pub.get_subscription_count() > 0, 30.0, 'the controller on /flexarm/reference')
         t_lead = time.monotonic() + LEAD_S
         spin_until(lambda: time.monotonic() > t_lead, LEAD_S + 5.0, 'the lead')
-        ref = PointToPoint(np.zeros(2), np.full(2, ANGLE), MOVE_TIME)
+        n = model.n_joints
+        ref = PointToPoint(np.zeros(n), np.full(n, ANGLE), MOVE_TIME)
         t_start = time.time() + 0.3
         msg = JointTrajectory()
         msg.header.stamp.sec = int(math.floor(t_start))
         msg.header.stamp.nanosec = int(round((t_start - math.floor(t_start)) * 1e9))
-        msg.joint_names = ['shoulder', 'elbow']
+        msg.joint_names = list(model.spec.joint_names)
         for tk in np.linspace(0.0, MOVE_TIME, 101):
             q, qd, qdd = ref.sample(tk)
             pt = JointTrajectoryPoint(positions=[float(x) for x in q], velocities=[float(x) for x in qd],
@@ -177,24 +209,19 @@ def hardware_run(plant_arm, domain, tmp, controller_extra=None):
         t_done = time.monotonic() + 0.3 + RUN_S + 1.2       # one more diagnostics period after the run
         spin_until(lambda: time.monotonic() > t_done, RUN_S + 10.0, 'the run')
     finally:
-        for name, p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
-        for name, p in procs:
-            try:
-                p.wait(10.0)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-        node.destroy_node()
-        rclpy.shutdown()
-        if emu.poll() is None:
-            emu.send_signal(signal.SIGINT)
-        emu.wait(60.0)
+        for _, p in reversed(procs):
+            _stop(p)
+        if node is not None:
+            node.destroy_node()
+            rclpy.try_shutdown()
+        if emu is not None:
+            _stop(emu, timeout=60.0)           # it writes the recording on its way out
+        for f in files:
+            f.close()
     if not os.path.exists(rec):
-        raise RuntimeError('the emulator wrote no recording: ' + open(logs[0][1]).read()[-2000:])
+        raise RuntimeError('the emulator wrote no recording: ' + tail('emulator'))
     data = dict(np.load(rec))
-    t0_mono = t_start - float(data['wall_minus_monotonic'])
-    return data, t0_mono, ref, diags, at_start
+    return data, t_start - float(data['wall_minus_monotonic']), ref, diags, at_start
 
 
 def _num(d, key):
@@ -207,9 +234,11 @@ def _num(d, key):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--plant-arm', default=None, help='the emulated arm (default: the shipped deluca_two_link)')
-    ap.add_argument('--domain', type=int, default=91, help='ROS_DOMAIN_ID of the run (loopback only)')
+    ap.add_argument('--domain', type=int, default=None,
+                    help='ROS_DOMAIN_ID of the run (loopback only; default from the process id, 30-89)')
     ap.add_argument('--input-delay', type=float, default=None,
-                    help='s: the controller\'s input_delay (default: its own, two control periods)')
+                    help='s: the controller\'s input_delay (default: the modal law\'s, 4 ms in whole periods)')
+    ap.add_argument('--quick', action='store_true', help='(accepted for run_all.py; the run is one 6 s move)')
     ap.add_argument('--logs', default=None, help='keep the nodes\' logs and the recording in this folder')
     a = ap.parse_args(argv)
     from flexarm_control.bridge.config import load_yaml
@@ -219,12 +248,13 @@ def main(argv=None):
     model = load_model(resolve_arm(ARM))
     plant = load_model(a.plant_arm) if a.plant_arm else model
     extra = None if a.input_delay is None else {'input_delay': float(a.input_delay)}
+    domain = a.domain if a.domain is not None else 30 + os.getpid() % 60
     if a.logs:
         os.makedirs(a.logs, exist_ok=True)
-        data, t0, ref, diags, at_start = hardware_run(a.plant_arm, a.domain, a.logs, extra)
+        data, t0, ref, diags, at_start = hardware_run(a.plant_arm, domain, a.logs, model, extra)
     else:
         with tempfile.TemporaryDirectory(prefix='hw_path_') as tmp:
-            data, t0, ref, diags, at_start = hardware_run(a.plant_arm, a.domain, tmp, extra)
+            data, t0, ref, diags, at_start = hardware_run(a.plant_arm, domain, tmp, model, extra)
     hw = figures(plant, data['t'], data['z'], ref, t0)
     ls = lockstep_figures(model, plant, rate)
     bridge = next((v for k, v in diags.items() if k.endswith('hardware_bridge') or k == 'hardware_bridge'), {})

@@ -49,7 +49,8 @@ def _expected_derived(node, values):
     period = 1.0 / values['rate']
     from flexarm_control.controller.kinds import law_class
     delay = law_class(node).design_periods(values['rate']) * period     # the law's real-time design (whole periods)
-    out = {'input_delay': delay, 'safe_mode.max_state_age': delay + 2 * period}
+    from flexarm_control.controller.config import STATE_AGE_MARGIN_S
+    out = {'input_delay': delay, 'safe_mode.max_state_age': delay + STATE_AGE_MARGIN_S}
     if node == 'modal':
         out['tip_max'] = 0.01 * sum(j.link.length for j in model.spec.joints)
     # the laws' own rules for their default gains (validated in flexarm_control/test): the ROS path must carry them

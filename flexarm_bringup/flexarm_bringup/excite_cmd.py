@@ -113,8 +113,10 @@ def excite(args):
         n = model.n_joints
         dt = 1.0 / args.control_rate
         amp = _vector(args.amplitude, n, '--amplitude')
-        # the gains the node will run: outside lock-step it designs for one period of input delay (k_v capped)
-        delay = None if (args.time_mode == 'lockstep' and not args.hardware) else dt
+        # the gains the node will run: outside lock-step it designs for its law's input delay (k_v capped)
+        from flexarm_control.controller.kinds import law_class
+        delay = None if (args.time_mode == 'lockstep' and not args.hardware) else \
+            law_class('pd_servo').design_periods(args.control_rate) * dt
         exc, kp, kv, figures = design_excitation(
             model, duration=args.duration, dt=dt, amplitude=None if amp is None else np.radians(amp),
             band=None if args.band is None else tuple(args.band), n_freq=args.n_freq, seed=args.seed,

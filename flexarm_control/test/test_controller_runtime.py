@@ -222,13 +222,13 @@ def test_a_plant_waiting_for_the_first_command_is_no_late_state(deluca):
     """Before a command of the controller takes effect, a plant started with wait_for_command publishes every 50 ms
     (its idle period): those gaps held no command of the controller's and do not enter the safe mode (they put every
     real-time run there at its start). Once the states come one period apart, skipped periods count: each one
-    period of age (two states arriving together are on time for the modal law, designed for two periods of delay),
+    period of age (two states arriving together are on time for the modal law, designed for two periods of delay at 500 Hz),
     25 of them are late; trigger_count of them within 0.25 s enter the safe mode."""
     rt = ControllerRuntime('modal', deluca, _values('modal'))
     n = rt.safe.trigger_count
     z, zd = np.zeros(deluca.n_coords), np.zeros(deluca.n_coords)
     period = 1.0 / rt.rate
-    assert rt.input_delay == pytest.approx(2 * period)           # the modal law's real-time design
+    assert rt.input_delay == pytest.approx(2 * period)           # the modal law's real-time design at 500 Hz
     t = 0.0
     for _ in range(5):                                            # the waiting plant's cadence
         rt.on_state(z, zd, t, age_s=0.001)

@@ -457,7 +457,7 @@ def test_the_accelerometer_allows_for_a_torque_that_changed_within_the_period(de
     reading responds to the torque acting at its instant, while the measured effort is the period's mean: a command
     that reaches the plant within the period makes them differ. In process, the modal law on the estimate, commands
     reaching the plant 0.5-0.9 ms into the 2 ms period after the two periods of delay the real-time law is designed
-    for (so the torque changes between the plant's two steps): with the torque's uncertainty in the reading's
+    for at 500 Hz (so the torque changes between the plant's two steps): with the torque's uncertainty in the reading's
     covariance (runtime._torque_change) no reset and innovations below 6 standard deviations (measured 3.96); without
     it hundreds of resets (measured 752). The accelerometer still helps: the first mode's estimate error is below that
     of encoders and strain gauges alone (measured 5.7e-4 against 4.1e-3). (Commands acting 3.1-3.5 ms before the

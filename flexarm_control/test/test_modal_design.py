@@ -70,6 +70,10 @@ def test_the_real_time_design_delay_is_4_ms_in_whole_periods(models, rate, perio
     for d in (0.0, 0.001, 0.002, 0.004, 0.006):
         radius = max(closed_loop_radius(rt.law, model, q, input_delay=d) for q in (q0, q0 + 0.5))
         assert radius < 1.0, (rate, d, radius)
+    if rate == 250.0:                 # the former rule, two periods (8 ms), without delay: unstable (measured 1.0415)
+        two = ModalLQR(model, dt=1.0 / rate, input_delay=2.0 / rate)
+        assert closed_loop_radius(two, model, q0, input_delay=0.0) > 1.01
+    assert ModalLQR.design_periods(375.0) == 2 and ModalLQR.design_periods(100.0) == 1      # 1.5 rounds up; >= 1
 
 
 def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_design_does_not(models):

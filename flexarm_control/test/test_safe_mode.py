@@ -539,7 +539,7 @@ def _standard_move(deluca, kind, delay, controller=None):
 
 def test_the_default_trigger_rides_through_the_late_states_of_a_stall(deluca):
     """Issue 28: a stall of the transport makes a few late states in a row (the next states held behind it); the modal
-    law, designed for two periods of delay, rides them through. Over the loaded transport above (seed 1: 16 late
+    law, designed for two periods of delay (4 ms at 500 Hz), rides them through. Over the loaded transport above (seed 1: 16 late
     states in bursts) the default trigger (6 late states within 0.25 s) keeps it on its own law with the tip as
     without the bursts (measured: 32.81 against 32.8 mm RMS); a trigger of 3 entered the safe mode and the tip RMS
     doubled to 68.6 mm (the hold law's low authority). Over DDS at idle (the modal law on the strain_accel estimate,

@@ -48,8 +48,8 @@ joint conventions from the bridge's parameter file). Fault injection from stdin,
 line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
 ``corrupt N crc|truncate|drop|garbage``, ``corrupting crc|truncate|drop|garbage|off``, ``hw ID BITS``,
 ``close``, ``reopen``; ``state`` answers ``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
-``--record FILE.npz`` (with ``--arm``) writes the arm's motion at exit (model_plant.ArmRecording: every plant advance,
-with the deformed and the rigid tip): what a real arm's hardware path cannot measure (bench/bench_hardware_path.py).
+``--record FILE.npz`` (with ``--arm``) writes the arm's motion at exit (model_plant.ArmRecording: z, zd and the torques
+at every plant advance): the tip, which a real arm's hardware path cannot measure (bench/bench_hardware_path.py).
 """
 from __future__ import annotations
 
@@ -912,6 +912,7 @@ def _read_commands(emu: "ServoEmulator", signals: StopSignals) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     signals = _PROGRAM_SIGNALS or StopSignals()
     emu = recording = None
+    rc = 0
     args = None
     try:
         if _PROGRAM_SIGNALS is None:
@@ -933,15 +934,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "a millisecond whatever the load; an emulator process that a loaded machine "
                              "deschedules for longer than the bridge's reply timeout is an outage to the bridge")
         ap.add_argument("--record", default=None, metavar="NPZ",
-                        help="with --arm: record the emulated arm's motion (every plant advance: z, zd, torques, "
-                             "the deformed and the rigid tip) into this .npz file at exit")
+                        help="with --arm: record the emulated arm's motion (every plant advance: z, zd, torques) "
+                             "into this .npz file at exit")
         args = ap.parse_args(argv)
         if args.record is not None:
             if args.arm is None:
                 ap.error("--record needs --arm (the servos are driven by the arm model)")
             folder = os.path.dirname(os.path.abspath(args.record))
-            if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-                ap.error("--record: cannot write into %s" % folder)
+            if os.path.isdir(args.record):
+                ap.error("--record: %s is a folder (give a file, e.g. %s)"
+                         % (args.record, os.path.join(args.record, "arm.npz")))
+            if not (os.path.isdir(folder) and os.access(folder, os.W_OK)) or \
+                    (os.path.exists(args.record) and not os.access(args.record, os.W_OK)):
+                ap.error("--record: cannot write %s" % args.record)
         print("dxl_emulator: starting", file=sys.stderr, flush=True)
         if args.realtime:
             why = set_thread_fifo(10)     # before the serving thread starts: threads inherit the policy
@@ -975,9 +980,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   % (emu.stats, 1e3 * emu.timing["max_wakeup_late"], 1e3 * emu.timing["max_handling"]),
                   file=sys.stderr, flush=True)
         if recording is not None:
-            rows = recording.save(args.record)
-            print("recorded %d plant advances of the arm to %s" % (rows, args.record), file=sys.stderr, flush=True)
-    return 0
+            with emu._lock:            # no advance after this (a serving thread close() could not join, `reopen`)
+                emu.on_plant_step = None
+            try:
+                rows = recording.save(args.record)
+            except OSError as exc:
+                print("dxl_emulator: --record: could not write %s: %s" % (args.record, exc), file=sys.stderr,
+                      flush=True)
+                rc = 1
+            else:
+                print("recorded %d plant advances of the arm to %s" % (rows, args.record), file=sys.stderr,
+                      flush=True)
+    return rc
 
 
 if __name__ == "__main__":

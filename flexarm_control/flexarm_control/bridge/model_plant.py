@@ -16,6 +16,7 @@ Current Limit; position modes -> ``kp (theta_goal - theta) - kd omega`` clipped 
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Optional, Sequence
 
@@ -103,40 +104,46 @@ class ModelPlant:
 
 
 class ArmRecording:
-    """The emulated arm's motion, one row per plant advance (``ServoEmulator.on_plant_step``): the emulator's clock
-    (monotonic s), the coordinates z and rates zd (flexarm_sim layout) and the joint torques applied up to that
-    instant. ``save(path)`` writes an .npz with those and what a reader needs to judge the arm through the hardware
-    path - the deformed tip and the rigid tip (same joint angles) at every row, the joint and mode indices, the arm's
-    name and ``wall_minus_monotonic`` (add it to ``t`` for the wall clock, which stamps the bridge's /joint_states)."""
+    """The emulated arm's motion, one row per plant advance (``ServoEmulator.on_plant_step``, called with the
+    emulator's lock held): the emulator's clock (monotonic s), the coordinates z and rates zd (flexarm_sim layout) and
+    the joint torques applied up to that instant, in one float64 buffer that doubles when full (15 floats a row for
+    the De Luca arm: ~0.25 GB an hour at the bridge's 250 Hz, two requests a cycle). ``save(path)`` writes an .npz of
+    those, the joint and mode indices, the arm's name and ``wall_minus_monotonic`` (add it to ``t`` for the wall
+    clock, which stamps the bridge's /joint_states); the tip at a row is ``model.tip_pose(z)``."""
 
-    def __init__(self, plant: ModelPlant):
+    def __init__(self, plant: ModelPlant, rows: int = 4096):
         self.plant = plant
-        self.t, self.z, self.zd, self.tau = [], [], [], []
+        N, n = plant.model.n_coords, plant.model.n_joints
+        self._cols = (1, 1 + N, 1 + 2 * N, 1 + 2 * N + n)
+        self._buf = np.empty((max(int(rows), 1), self._cols[-1]))
+        self.rows = 0
         self.wall_minus_monotonic = time.time() - time.monotonic()
 
     def __call__(self, t: float) -> None:
-        s = self.plant.state
-        self.t.append(t)
-        self.z.append(s.z.copy())
-        self.zd.append(s.zd.copy())
-        self.tau.append(self.plant.tau.copy())
+        if self.rows == self._buf.shape[0]:
+            self._buf = np.concatenate([self._buf, np.empty_like(self._buf)])
+        a, b, c, _ = self._cols
+        row = self._buf[self.rows]
+        row[0] = t
+        row[a:b] = self.plant.state.z
+        row[b:c] = self.plant.state.zd
+        row[c:] = self.plant.tau
+        self.rows += 1
 
     def arrays(self) -> dict:
         m = self.plant.model
-        N = m.n_coords
-        z = np.array(self.z, dtype=float).reshape(-1, N)
-        rigid = np.zeros_like(z)
-        rigid[:, m.q_index] = z[:, m.q_index]
-        return dict(t=np.array(self.t, dtype=float), z=z, zd=np.array(self.zd, dtype=float).reshape(-1, N),
-                    tau=np.array(self.tau, dtype=float).reshape(-1, m.n_joints),
-                    tip=np.array([m.tip_pose(x)[1] for x in z]).reshape(-1, 3),
-                    rigid_tip=np.array([m.tip_pose(x)[1] for x in rigid]).reshape(-1, 3),
-                    q_index=np.asarray(m.q_index), mode_index=np.asarray(m.mode_index),
-                    arm=np.array(m.spec.name), wall_minus_monotonic=np.array(self.wall_minus_monotonic))
+        a, b, c, _ = self._cols
+        buf = self._buf[:self.rows].copy()
+        return dict(t=buf[:, 0], z=buf[:, a:b], zd=buf[:, b:c], tau=buf[:, c:],
+                    q_index=np.asarray(m.q_index), mode_index=np.asarray(m.mode_index), arm=np.array(m.spec.name),
+                    wall_minus_monotonic=np.array(self.wall_minus_monotonic))
 
     def save(self, path: str) -> int:
-        """Write the recording (numpy .npz); returns the number of rows."""
+        """Write the recording (numpy .npz) to `path`, through a temporary file beside it (a stop during the write
+        leaves no truncated file); returns the number of rows."""
         data = self.arrays()
-        with open(path, 'wb') as f:
+        tmp = path + '.part'
+        with open(tmp, 'wb') as f:
             np.savez(f, **data)
+        os.replace(tmp, path)
         return int(data['t'].size)

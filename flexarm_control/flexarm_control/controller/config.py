@@ -17,6 +17,11 @@ from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, 
 from .kinds import KINDS, SHAPINGS, law_class
 
 
+# s beyond the design's input delay before a state counts as late (safe_mode.max_state_age not set): a time, as the laws'
+# stable bands of actual delay are (De Luca arm, modal laws designed for 4 ms: stable to 8 ms at 500 Hz and 1 kHz, 9 ms
+# at 250 Hz; laws/modal.py); two periods at 500 Hz, as before
+STATE_AGE_MARGIN_S = 0.004
+
 COMMON = {
     'arm': Param('deluca_two_link', string(),
                  'arm description (a YAML path or the name of a shipped arm); must be the plant\'s (the node '
@@ -51,7 +56,7 @@ COMMON = {
     'safe_mode.max_state_age': Param(DERIVED, float_range(lo=0.0, lo_open=True, hi=1.0),
                                      's: a state older than this when it is acted on (the plant stamps the sample '
                                      'instant) is beyond what the gains were designed for; not set = input_delay + '
-                                     '2 periods'),
+                                     '4 ms (the modal laws\' stable band reaches 8-9 ms at 250-1000 Hz)'),
     'safe_mode.trigger_count': Param(6, integer(lo=1, hi=1000),
                                      'late states within 0.25 s that switch to the safe mode (persistent lateness, '
                                      'beyond the band of delays the law is designed for; a stall, a few late states '

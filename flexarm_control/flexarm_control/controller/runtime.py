@@ -6,12 +6,12 @@ torque to publish (or None: not commanding); references, gains and diagnostics g
 Sampling (not lock-step): the law answers every state (event-driven), so its period is the plant's state period;
 `rate` must equal the plant's publish_rates.state — the laws are designed for 1/rate (PD and computed torque cap
 their velocity gains by it, the modal LQR is discretized at it) and the runtime warns once when the states arrive
-at another rate. `input_delay` (default one period, two for the modal laws) is the transport delay the gains are
-designed for.
+at another rate. `input_delay` (default one period; the modal laws: 4 ms in whole periods, `design_periods`) is the transport delay the
+gains are designed for.
 
 Safe mode (not in lock-step, nor with pd_servo's command_interface position, whose loop closes in the plant):
 controller/safe_mode.py. The plant stamps every state with its sample instant, so the age of a state when it is acted
-on is known; late states (older than `safe_mode.max_state_age`, default input_delay + 2 periods, or state periods
+on is known; late states (older than `safe_mode.max_state_age`, default input_delay + 4 ms, or state periods
 skipped), implausible ones (not acted on) or missing ones switch to a hold law designed for the degraded loop
 (`safe_mode.design_period`, `safe_mode.design_delay`), and `safe_mode.recover_time` of states on time back to the
 normal law; each switch returns to the reference from the current state (no jump). Reported in /diagnostics (WARN).
@@ -70,7 +70,7 @@ class ControllerRuntime:
         self.law = make_law(kind, model, values)
         self.input_delay = input_delay_of(kind, values)
         age = values['safe_mode.max_state_age']
-        self.max_state_age = self.input_delay + 2.0 / self.rate if age is DERIVED else age
+        self.max_state_age = self.input_delay + config.STATE_AGE_MARGIN_S if age is DERIVED else age
         self.law.references = BlendedReferences.adopt(self.law.references)   # + the offset of a return
         self.limits = ReferenceLimits(model, 1.0 / self.rate)
         # real time: the scheduled laws' cells designed ahead, in a process of their own (designer.py)

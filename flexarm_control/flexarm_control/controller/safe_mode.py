@@ -50,8 +50,8 @@ The supervisor (`SafeMode`) per state:
   * late (older than max_state_age, each period skipped since the previous state counted as one period of age: the
     previous command was held that long beyond its design): `trigger_count` late states within TRIGGER_WINDOW_S, or
     one held beyond `stall_limit`, switch to the safe mode. Two states arriving together over DDS (one skipped) are on
-    time for the modal laws, designed for two periods of delay (laws/modal.py: stable for actual delays of 0-5 ms at
-    500 Hz); a stall of 10-30 ms (about one a second on the 2-core machine) is ridden through - and it makes several
+    time for the modal laws, designed for 4 ms of delay (two periods at 500 Hz; laws/modal.py: stable for actual
+    delays of 0-8 ms); a stall of 10-30 ms (about one a second on the 2-core machine) is ridden through - and it makes several
     late states in a row (the states queued behind it come held longer), hence a trigger_count of 6, not 3: with 3
     the modal law on the strain_accel estimate entered at idle in 4 of 6 runs over DDS (32-40 mm tip RMS against
     13.8-14.4 mm on its own law; 2026-12-03, issue 28). Measured with 3 over DDS, De Luca standard move under
@@ -69,7 +69,7 @@ The supervisor (`SafeMode`) per state:
   * `recover_time` of states on time switch back to the normal law (its integrators reset): at once when the law
     returns the arm by itself (`ControlLaw.returns_unaided`: the modal laws; the return re-planned from the arm's
     state) and not one state was late in that time (an isolated stall: late states still coming would catch the
-    normal law, designed for two periods of delay, in the next stall), else once the hold law has brought the arm
+    normal law, designed for 4 ms of delay, in the next stall), else once the hold law has brought the arm
     back: its return ended and the arm within RETURN_TOLERANCE of the reference (at most RETURN_SETTLE_S later).
 Every switch is bumpless: for SWITCH_FADE_S the torque is (1 - w) of the previous law's plus w of the new one's (w a
 raised cosine from 0 to 1; two laws give different torques for the same state, and a step of torque rings the

@@ -79,8 +79,6 @@ class ControlLaw:
 
     name = 'law'
     GAINS = {}
-    # periods of transport delay its gains are designed for in real time when the node's input_delay is not set
-    design_delay_periods = 1
     # the law's own feedback brings the arm back to its reference from a state off it (controller/safe_mode.py:
     # the safe mode then hands back as soon as the states are on time, the return re-planned from the arm's state);
     # False: the hold law brings the arm back first (pd_servo's soft joint gains would not)
@@ -89,8 +87,8 @@ class ControlLaw:
     @classmethod
     def design_periods(cls, rate: float) -> int:
         """Whole control periods of transport delay the gains are designed for in real time at `rate` Hz when the
-        node's input_delay is not set (controller/runtime.py)."""
-        return cls.design_delay_periods
+        node's input_delay is not set (controller/runtime.py): one (the modal laws: laws/modal.py)."""
+        return 1
 
     @classmethod
     def from_params(cls, model, values, dt, input_delay):

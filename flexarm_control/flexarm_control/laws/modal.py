@@ -88,7 +88,7 @@ stable for actual delays of 1-3 ms and 5 ms (0 ms: 1.37, 4 ms: 1.21); for two pe
 (6 and 8 ms: 1.006-1.007, a growth of 3 1/s; 10 ms: 1.025); for three (6 ms) for 1-11 ms (0 ms: 1.02); a fractional
 design (5 ms) for almost none. In process, tip_tracking with 20 % of the states skipped and delays of 2-10 ms: 0.9 mm
 tip RMS designed for two periods, the arm lost designed for one. Over DDS (flexarm run, real time, load ~2): designed
-for two periods 2 of 4 runs followed the plan to 0.73-0.76 mm, none was lost; for three, 2 of 4 lost the arm. Two
+for two periods 2 of 4 runs followed the plan to 0.73-0.76 mm, none was lost; for three, 2 of 4 lost the arm. At 500 Hz two
 periods it is (lock-step designs for none); with the robust design below one period still holds only 1-3 and 5 ms.
 At other rates the delay, not the count of periods, is what matters: the design is for DESIGN_DELAY_S = 4 ms in whole
 periods, at least one (`design_periods`). De Luca arm, robust design, stable actual delays (0 and 0.5 rad beyond the
@@ -98,7 +98,7 @@ four periods 0-8 ms, two 0-5 ms; 200 Hz one period 0-11 ms, two 3-14 ms but not 
 250 Hz, prompt writes: the command acts 1-4 ms after its reading) against the servo emulator, modal on the encoder
 estimate, the 30 deg move (bench/bench_hardware_path.py, 2026-12-03): designed for 8 ms the tip rang 0.97-16.1 mm
 (6 runs) 3.5 s after the move, the elbow chattering at up to 6.5 rad/s into the bridge's velocity limit (0-150 limit
-interventions a run); for 4 ms 0.39-0.91 mm (5 runs; lock-step at 250 Hz 0.66 mm), no limit intervention.
+interventions a run); for 4 ms 0.39-1.15 mm (8 runs; lock-step at 250 Hz 0.66 mm), no limit intervention.
 Robust delay design (`robust`, ROBUST_ERRORS; delayed designs): the delayed
 LQR above is certainty-equivalent - the optimal gain for the delay-augmented model is the undelayed gain applied to
 the model's prediction of the state m periods ahead - and that prediction is only as good as the model: on the De
@@ -337,7 +337,7 @@ class ModalLQR(ControlLaw):
 
     @classmethod
     def design_periods(cls, rate: float) -> int:
-        return max(1, int(round(cls.design_delay_s * float(rate))))
+        return max(1, int(math.floor(cls.design_delay_s * float(rate) + 0.5 + 1e-9)))     # ties up: 375 Hz -> 2
     # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design"; 0:
     # certainty-equivalent)
     robust_delay_design = 1.0
