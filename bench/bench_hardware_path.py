@@ -13,6 +13,7 @@ overruns, limit interventions; estimator resets; controller safe-mode entries).
 Beside it, the same law, rate and sensors in process in lock-step (estimation/evaluate.py: the estimator on the
 drives' measured torque, as hardware.launch.py configures it; no transport delay), and the ratio.
 `--plant-arm ARM.yaml`: the emulator runs that arm (the nodes keep the shipped one): a model-error run.
+`--launch`: the nodes started by the real `ros2 launch` (the tools of ../shared/ros2-tools.md on PATH).
 """
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def _stop(p, sig=signal.SIGINT, timeout=10.0):
             pass
 
 
-def hardware_run(plant_arm, domain, tmp, model, controller_extra=None):
+def hardware_run(plant_arm, domain, tmp, model, controller_extra=None, launch=False):
     """One run of the hardware path; returns (recording arrays, reference start on the emulator's clock, the
     reference, the last diagnostics of every node, those at the move's start)."""
     import rclpy
@@ -156,9 +157,16 @@ def hardware_run(plant_arm, domain, tmp, model, controller_extra=None):
             if time.monotonic() > deadline or emu.poll() is not None:
                 raise RuntimeError('the emulator did not start: ' + tail('emulator'))
             time.sleep(0.1)
-        for spec in hardware_nodes(ARM, 'modal', '', BRIDGE_YAML, link, '', controller_extra=controller_extra,
-                                   estimator='encoders'):
-            procs.append((spec.name, start(command(spec, tmp), spec.name)))
+        if launch:                   # the real tool (../shared/ros2-tools.md): the user's path itself
+            if controller_extra:
+                raise RuntimeError('--launch takes the shipped parameters only (no --input-delay)')
+            procs.append(('ros2 launch', start(['ros2', 'launch', 'flexarm_bringup', 'hardware.launch.py',
+                                                f'port:={link}', 'controller:=modal', 'estimator:=encoders'],
+                                               'ros2 launch')))
+        else:
+            for spec in hardware_nodes(ARM, 'modal', '', BRIDGE_YAML, link, '', controller_extra=controller_extra,
+                                       estimator='encoders'):
+                procs.append((spec.name, start(command(spec, tmp), spec.name)))
         rclpy.init()
         node = rclpy.create_node('hardware_path_probe')
         diags, js, commands = {}, [], []
@@ -238,6 +246,9 @@ def main(argv=None):
                     help='ROS_DOMAIN_ID of the run (loopback only; default from the process id, 30-89)')
     ap.add_argument('--input-delay', type=float, default=None,
                     help='s: the controller\'s input_delay (default: the modal law\'s, 4 ms in whole periods)')
+    ap.add_argument('--launch', action='store_true',
+                    help='start the nodes with the real `ros2 launch flexarm_bringup hardware.launch.py port:=<pty> '
+                         'controller:=modal estimator:=encoders` (ros2 on PATH) instead of their argv')
     ap.add_argument('--quick', action='store_true', help='(accepted for run_all.py; the run is one 6 s move)')
     ap.add_argument('--logs', default=None, help='keep the nodes\' logs and the recording in this folder')
     a = ap.parse_args(argv)
@@ -251,10 +262,10 @@ def main(argv=None):
     domain = a.domain if a.domain is not None else 30 + os.getpid() % 60
     if a.logs:
         os.makedirs(a.logs, exist_ok=True)
-        data, t0, ref, diags, at_start = hardware_run(a.plant_arm, domain, a.logs, model, extra)
+        data, t0, ref, diags, at_start = hardware_run(a.plant_arm, domain, a.logs, model, extra, a.launch)
     else:
         with tempfile.TemporaryDirectory(prefix='hw_path_') as tmp:
-            data, t0, ref, diags, at_start = hardware_run(a.plant_arm, domain, tmp, model, extra)
+            data, t0, ref, diags, at_start = hardware_run(a.plant_arm, domain, tmp, model, extra, a.launch)
     hw = figures(plant, data['t'], data['z'], ref, t0)
     ls = lockstep_figures(model, plant, rate)
     bridge = next((v for k, v in diags.items() if k.endswith('hardware_bridge') or k == 'hardware_bridge'), {})
