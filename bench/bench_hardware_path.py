@@ -285,7 +285,8 @@ def main(argv=None):
     print(f'bridge: {_num(bridge, "achieved_rate_hz"):.1f} Hz, overruns {bridge.get("overruns", "?")}, limit '
           f'interventions {bridge.get("limit_interventions", "?")}, read failures {bridge.get("read_failures", "?")}; '
           f'estimator resets {est.get("resets", est.get("filter_resets", "?"))}; controller safe-mode entries '
-          f'{ctl.get("safe_mode_entries", "?")} ({ctl0.get("safe_mode_entries", "?")} before the move); recorded {data["t"].size} plant advances')
+          f'{ctl.get("safe_mode_entries", "?")} ({ctl0.get("safe_mode_entries", "?")} before the move); '
+          f'recorded {data["t"].size} plant advances')
     return 0
 
 

@@ -913,7 +913,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signals = _PROGRAM_SIGNALS or StopSignals()
     emu = recording = None
     rc = 0
-    args = None
     try:
         if _PROGRAM_SIGNALS is None:
             signals.install()         # SIGINT/SIGTERM from here on: exit 0, no traceback

@@ -6,8 +6,8 @@ torque to publish (or None: not commanding); references, gains and diagnostics g
 Sampling (not lock-step): the law answers every state (event-driven), so its period is the plant's state period;
 `rate` must equal the plant's publish_rates.state — the laws are designed for 1/rate (PD and computed torque cap
 their velocity gains by it, the modal LQR is discretized at it) and the runtime warns once when the states arrive
-at another rate. `input_delay` (default one period; the modal laws: 4 ms in whole periods, `design_periods`) is the transport delay the
-gains are designed for.
+at another rate. `input_delay` (default one period; the modal laws: 4 ms in whole periods, `design_periods`) is the
+transport delay the gains are designed for.
 
 Safe mode (not in lock-step, nor with pd_servo's command_interface position, whose loop closes in the plant):
 controller/safe_mode.py. The plant stamps every state with its sample instant, so the age of a state when it is acted

@@ -51,8 +51,8 @@ The supervisor (`SafeMode`) per state:
     previous command was held that long beyond its design): `trigger_count` late states within TRIGGER_WINDOW_S, or
     one held beyond `stall_limit`, switch to the safe mode. Two states arriving together over DDS (one skipped) are on
     time for the modal laws, designed for 4 ms of delay (two periods at 500 Hz; laws/modal.py: stable for actual
-    delays of 0-8 ms); a stall of 10-30 ms (about one a second on the 2-core machine) is ridden through - and it makes several
-    late states in a row (the states queued behind it come held longer), hence a trigger_count of 6, not 3: with 3
+    delays of 0-8 ms); a stall of 10-30 ms (about one a second on the 2-core machine) is ridden through - and it makes
+    several late states in a row (the states queued behind it come held longer), hence a trigger_count of 6, not 3: with 3
     the modal law on the strain_accel estimate entered at idle in 4 of 6 runs over DDS (32-40 mm tip RMS against
     13.8-14.4 mm on its own law; 2026-12-03, issue 28). Measured with 3 over DDS, De Luca standard move under
     tip_tracking (2026-11-26): at load ~2 2 of 4 runs on its own law all along (tip 0.8 mm RMS, 2.6-2.8 max), the

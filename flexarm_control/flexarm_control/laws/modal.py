@@ -88,8 +88,8 @@ stable for actual delays of 1-3 ms and 5 ms (0 ms: 1.37, 4 ms: 1.21); for two pe
 (6 and 8 ms: 1.006-1.007, a growth of 3 1/s; 10 ms: 1.025); for three (6 ms) for 1-11 ms (0 ms: 1.02); a fractional
 design (5 ms) for almost none. In process, tip_tracking with 20 % of the states skipped and delays of 2-10 ms: 0.9 mm
 tip RMS designed for two periods, the arm lost designed for one. Over DDS (flexarm run, real time, load ~2): designed
-for two periods 2 of 4 runs followed the plan to 0.73-0.76 mm, none was lost; for three, 2 of 4 lost the arm. At 500 Hz two
-periods it is (lock-step designs for none); with the robust design below one period still holds only 1-3 and 5 ms.
+for two periods 2 of 4 runs followed the plan to 0.73-0.76 mm, none was lost; for three, 2 of 4 lost the arm. At
+500 Hz two periods it is (lock-step designs for none); with the robust design below one period still holds only 1-3 and 5 ms.
 At other rates the delay, not the count of periods, is what matters: the design is for DESIGN_DELAY_S = 4 ms in whole
 periods, at least one (`design_periods`). De Luca arm, robust design, stable actual delays (0 and 0.5 rad beyond the
 nominal configuration): 250 Hz (the bridge's loop_rate) one period 0-9 ms, two periods (8 ms) 2-13 ms only; 1 kHz
@@ -333,11 +333,9 @@ class ModalLQR(ControlLaw):
     # real time: designed for DESIGN_DELAY_S of delay in whole periods, at least one (module docstring, "Input delay"):
     # two at 500 Hz (stable for actual delays of 0-8 ms on the De Luca arm, where one period holds 1-3 ms and 5), one at
     # 250 Hz (0-9 ms; two periods there: 2-13 ms, unstable without delay), four at 1 kHz (0-8 ms; two: 0-5 ms)
-    design_delay_s = DESIGN_DELAY_S
-
     @classmethod
     def design_periods(cls, rate: float) -> int:
-        return max(1, int(math.floor(cls.design_delay_s * float(rate) + 0.5 + 1e-9)))     # ties up: 375 Hz -> 2
+        return max(1, int(math.floor(DESIGN_DELAY_S * float(rate) + 0.5 + 1e-9)))     # ties up: 375 Hz -> 2
     # the delayed designs' model-error noise, times ROBUST_ERRORS' sizes (module docstring, "Robust delay design"; 0:
     # certainty-equivalent)
     robust_delay_design = 1.0
