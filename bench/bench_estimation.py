@@ -21,8 +21,11 @@ acting undelayed), and the safe mode's hold law (controller/safe_mode.py, envelo
 Columns: tip RMS against the rigid reference's tip (mm), the tip's largest excursion from rest in the last 3 s (mm:
 what still rings or grows 9 s after the move), the peak modal coordinate in 6-9 s and 9-12 s (growing: the loop is
 unstable), filter resets, and the verdict.
+The last row's arm has both errors and links with 0.5 % modal damping (the arm file has none; a real link has some).
 Third table: the hold law's sampled loop on the perturbed arms, linearized (the spillover of its modal filter into
-the modes it leaves alone): the largest growth rate over its envelope (1/s; > 0: unstable) at 0, 30, 60 deg.
+the modes it leaves alone): the largest growth rate over its envelope and 0, 30, 60 deg (1/s; > 0: unstable), with
+the arm file's damping (none) and with 0.1 / 0.3 / 0.5 % on every link: on an undamped arm no authority makes it
+stable (the aliased 29 Hz mode at 20-50 ms periods), from 0.3 % on every arm of the table is.
 """
 import argparse
 import math
@@ -48,6 +51,7 @@ CASES = (('(a) true state', None), ('(b) encoders', 'encoders'), ('(c) + strain 
          ('(d) + tip accelerometer', 'strain_accel'))
 RATE = 500.0
 STRAIN_BIAS = 2e-5
+LINK_DAMPING = 0.005     # a modal damping ratio a real metal link has at least (the arm file: 0)
 
 
 class Timed:
@@ -84,7 +88,11 @@ def run_case(model, plant, sensor_set, hold):
     return out
 
 
-MODEL_ERRORS = (('E.I x0.95', 1.0, 0.95), ('E.I x0.85', 1.0, 0.85), ('payload x1.2', 1.2, 1.0))
+MODEL_ERRORS = (('E.I x0.95', 1.0, 0.95, None), ('E.I x0.85', 1.0, 0.85, None), ('payload x1.2', 1.2, 1.0, None),
+                ('both, links 0.5 %', 1.2, 0.85, LINK_DAMPING))
+SPILLOVER_ARMS = (('payload x1.2', 1.2, 1.0), ('payload x0.8', 0.8, 1.0), ('E.I x0.85', 1.0, 0.85),
+                  ('+20 % payload, -15 % E.I', 1.2, 0.85), ('-20 % payload, +15 % E.I', 0.8, 1.15))
+SPILLOVER_DAMPING = (None, 0.001, 0.003, LINK_DAMPING)
 # verdict: LOST when a joint is beyond LOST_JOINT_ERROR in the last 3 s (flexarm run's end-of-move bound); grows when
 # the peak modal coordinate of 9-12 s exceeds GROWTH_FACTOR x that of 6-9 s or GROWTH_PEAK (m: 10x the nominal arm's
 # ringing on the encoder estimate, 5e-3)
@@ -154,23 +162,25 @@ def hold_spillover(model, plant, qs_deg=(0.0, 30.0, 60.0)):
 def model_error_tables(model):
     print('\nmodel error: law and estimator on deluca_two_link, the plant\'s arm perturbed; 30 deg in 2.5 s + 9.5 s '
           'hold, lock-step, 500 Hz')
-    print(f'{"plant arm":13s} {"law":24s} {"feedback":19s} {"tip RMS":>8s} {"ring 9-12s":>10s} '
+    print(f'{"plant arm":18s} {"law":24s} {"feedback":19s} {"tip RMS":>8s} {"ring 9-12s":>10s} '
           f'{"modal peak 6-9 / 9-12 s":>24s} {"resets":>6s}  verdict')
-    for arm_name, payload, stiffness in MODEL_ERRORS:
-        plant = load_model(perturbed_spec(model.spec, payload, stiffness))
+    for arm_name, payload, stiffness, damping in MODEL_ERRORS:
+        plant = load_model(perturbed_spec(model.spec, payload, stiffness, damping))
         for law_name, make in _laws(model):
             for feedback, sensor_set in CASES:
                 m = model_error_case(model, plant, make, sensor_set)
                 grows = m['peak'][1] > GROWTH_FACTOR * m['peak'][0] or m['peak'][1] > GROWTH_PEAK
                 verdict = 'LOST' if m['lost'] else ('grows' if grows else 'holds')
-                print(f'{arm_name:13s} {law_name:24s} {feedback[4:]:19s} {1e3 * m["rms"]:8.1f} {1e3 * m["ring"]:10.2f} '
+                print(f'{arm_name:18s} {law_name:24s} {feedback[4:]:19s} {1e3 * m["rms"]:8.1f} {1e3 * m["ring"]:10.2f} '
                       f'{m["peak"][0]:11.2e} / {m["peak"][1]:9.2e} {m["resets"]:6d}  {verdict}', flush=True)
-    print('\nthe hold law\'s sampled loop on the perturbed arm, linearized: largest growth rate over its envelope '
-          '(1/s; > 0 unstable) at 0 / 30 / 60 deg')
-    for arm_name, payload, stiffness in MODEL_ERRORS + (('+20 % payload, -15 % E.I', 1.2, 0.85),
-                                                        ('-20 % payload, +15 % E.I', 0.8, 1.15)):
-        plant = load_model(perturbed_spec(model.spec, payload, stiffness))
-        print(f'{arm_name:26s}', ' '.join(f'{g:+8.3f}' for g in hold_spillover(model, plant)), flush=True)
+    print('\nthe hold law\'s sampled loop on the perturbed arm, linearized: largest growth rate over its envelope and '
+          '0 / 30 / 60 deg (1/s; > 0 unstable), by the links\' modal damping ratio')
+    print(f'{"plant arm":26s}', ' '.join(f'{"the file" if z is None else f"{100 * z:.1f} %":>8s}'
+                                          for z in SPILLOVER_DAMPING))
+    for arm_name, payload, stiffness in SPILLOVER_ARMS:
+        rates = [max(hold_spillover(model, load_model(perturbed_spec(model.spec, payload, stiffness, z))))
+                 for z in SPILLOVER_DAMPING]
+        print(f'{arm_name:26s}', ' '.join(f'{g:+8.3f}' for g in rates), flush=True)
 
 
 def main(argv=None):

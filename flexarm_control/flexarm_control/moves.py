@@ -38,8 +38,9 @@ def standard_move(model, angle=MOVE_ANGLE, move_time=MOVE_TIME, t_move=MOVE_STAR
     return PointToPoint(q0, move_target(q0, angle, lims[:, 0], lims[:, 1]), move_time, t_move)
 
 
-def perturbed_spec(spec, payload=1.2, stiffness=0.85):
-    """The arm with its payload (mass and inertia) scaled by `payload` and every link's E.I and G.J by `stiffness`."""
+def perturbed_spec(spec, payload=1.2, stiffness=0.85, damping=None):
+    """The arm with its payload (mass and inertia) scaled by `payload`, every link's E.I and G.J by `stiffness`, and
+    (damping not None) every link's modal damping ratio set to `damping`."""
     d = arm_to_dict(spec)
     pay = d.get('payload') or {}
     if pay:
@@ -48,6 +49,8 @@ def perturbed_spec(spec, payload=1.2, stiffness=0.85):
             pay['inertia'] = (np.asarray(pay['inertia'], dtype=float) * payload).tolist()
     for js in d['joints']:
         link = js.get('link') or {}
+        if damping is not None and link:
+            link['damping_ratio'] = float(damping)
         for key in ('EI_z', 'EI_y', 'GJ'):
             if link.get(key):
                 link[key] = float(link[key]) * stiffness
@@ -58,12 +61,13 @@ def perturbed_spec(spec, payload=1.2, stiffness=0.85):
                 for key in ('youngs_modulus', 'shear_modulus'):
                     if mat.get(key):
                         mat[key] = float(mat[key]) * stiffness
-    d['name'] = f"{d.get('name', 'arm')}_payload{round(100 * payload)}_stiffness{round(100 * stiffness)}"
+    d['name'] = f"{d.get('name', 'arm')}_payload{round(100 * payload)}_stiffness{round(100 * stiffness)}" + \
+        ('' if damping is None else f'_damping{round(1e4 * damping)}')
     return arm_from_dict(d, source=f'{spec.name} perturbed')
 
 
-def perturbed_model(spec, payload=1.2, stiffness=0.85):
-    return load_model(perturbed_spec(spec, payload, stiffness))
+def perturbed_model(spec, payload=1.2, stiffness=0.85, damping=None):
+    return load_model(perturbed_spec(spec, payload, stiffness, damping))
 
 
 class ModalScale:

@@ -19,7 +19,10 @@ deflection at q_s), zd_r = (qd_d, 0); tau_ff the rigid-body inverse dynamics of 
      the envelope (the zero-order hold over a period T lags T/2, the delay d; PHASE_RESERVE = 30 deg is kept for the
      loop's own phase), plus every unstable direction (w^2 < 0: gravity); the others are neither observed nor
      fed back (modal filter: the gain acts on Phi_c^T M z only), so the loop cannot destabilize them — their
-     closed-loop poles are their open-loop ones (|lambda| = 1 for the undamped De Luca arm, its own damping else);
+     closed-loop poles are their open-loop ones (|lambda| = 1 for the undamped De Luca arm, its own damping else).
+     On an arm that differs from the model the filter sees a little of them (spillover): the links' own damping
+     must outweigh it — on the De Luca arm with payload +-20 % and E.I -+15 % 0.3 % modal damping does, 0.1 % does
+     not, and undamped no authority is stable (test_safe_mode.py, bench_estimation.py's third table);
   3. a continuous LQR on the controlled modal coordinates: joint angles weighted 1/DQ^2 (their controlled part),
      elastic energy (w^2 eta^2 + eta'^2) / ENERGY_REF, torque 1/(a tau_max)^2 with the authority a; the feedback
      torque is low-passed (time constant FILTER_S, over the time that really passed between two states): behind a
