@@ -293,3 +293,80 @@ def test_strain_of_another_arm_is_accepted_only_with_the_same_gauges():
     with pytest.raises(ValueError, match="without its gauges' geometry"):
         decode_strain(msg, gauges, ours)
     assert decode_strain(msg, gauges, theirs)[2] == 7                        # its own arm needs none
+
+
+def _slow(reader, data):
+    """What the topic's rule gives for these bytes (rclpy deserialization + decode_*), or the ValueError's text."""
+    try:
+        return reader._decode(deserialize_message(data, reader.msg_type))
+    except ValueError as e:
+        return str(e)
+
+
+def _same(a, b):
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return len(a) == len(b) and all((x is None and y is None) or np.array_equal(np.asarray(x), np.asarray(y))
+                                    for x, y in zip(a, b))
+
+
+def _decoded(reader, data):
+    try:
+        return reader.decode(data)
+    except ValueError as e:
+        return str(e)
+
+
+def test_serialized_readings_are_read_as_the_rule_reads_them():
+    """The estimator's readers of serialized sensor readings (ros/sensors.py: learnt fixed bytes, numpy reads)
+    against the rule they shortcut, on the wire bytes rclpy itself writes (rmw's serializer: padding not zeroed):
+    every reading of a stream gives what deserialization + decode_joint_state / decode_strain /
+    decode_accelerometer give - values, stamps, steps and refusals (non-finite values named) - and after the first
+    reading of a shape none is deserialized; a reading of another shape (joints renamed or reordered, a gauge
+    moved, another frame) takes the rule again and is refused or read as it says."""
+    from sensor_msgs.msg import Imu
+    from flexarm_sim.model.sensing import parse_gauge
+    from flexarm_sim.ros.sensors import AccelReader, JointStateReader, SensorEncoder, StrainReader
+
+    class Cfg:
+        pass
+    model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+    cfg = Cfg()
+    cfg.gauges = [parse_gauge(model, 'shoulder@0.05'), parse_gauge(model, 'elbow@0.05')]
+    enc = SensorEncoder(model, cfg, arm_id='deluca_two_link:aaaa', accel_variance=4e-4)
+    rng = np.random.default_rng(5)
+    joints, strain, accel = (JointStateReader(['shoulder', 'elbow']),
+                             StrainReader(cfg.gauges, 'deluca_two_link:aaaa'), AccelReader())
+    for k in range(60):
+        q, qd, tau = rng.normal(size=(3, 2))
+        y, a = rng.normal(size=2) * 1e-4, rng.normal(size=3) * 5
+        if k in (20, 40):                                    # a bad reading mid-stream
+            q[1], y[0], a[2] = np.nan, np.inf, -np.inf
+        t_ns = 10 ** 9 * k + int(rng.integers(10 ** 9))
+        cases = ((joints, serialize_message(enc.joint_state(q, qd, tau, t_ns))),
+                 (strain, serialize_message(enc.strain_gauges(y, [1e-12, 2e-12], k, t_ns))),
+                 (accel, serialize_message(enc.accelerometer(a, t_ns))))
+        for reader, data in cases:
+            got, want = _decoded(reader, data), _slow(reader, data)
+            assert _same(got, want), (type(reader).__name__, k, got, want)
+            if k in (20, 40):
+                assert 'non-finite' in got
+    for reader in (joints, strain, accel):
+        assert reader.slow == 1 and reader.fast == 59, (type(reader).__name__, reader.slow, reader.fast)
+    # other shapes: the rule again (and refusals as it says); a gauge 1 cm from where it is configured, all else equal
+    moved = SensorEncoder(model, cfg, arm_id='deluca_two_link:aaaa').strain_gauges([1e-5, 2e-5], [0.0, 0.0], 3, 10)
+    moved.positions = [0.06, 0.05]
+    others = [(joints, JointState(name=['elbow', 'shoulder'], position=[1.0, 2.0], velocity=[3.0, 4.0])),
+              (joints, JointState(name=['shoulder', 'wrist'], position=[1.0, 2.0])),
+              (strain, moved),
+              (accel, Imu(header=enc.imu.header.__class__(frame_id='elsewhere')))]
+    for reader, msg in others:
+        data = serialize_message(msg)
+        before = reader.slow
+        got, want = _decoded(reader, data), _slow(reader, data)
+        assert _same(got, want) and reader.slow == before + 1, (type(reader).__name__, got, want)
+    assert _decoded(joints, serialize_message(others[0][1]))[0].tolist() == [2.0, 1.0]   # reordered: by name
+    assert 'missing' in _decoded(joints, serialize_message(others[1][1]))
+    assert 'configured at' in _decoded(strain, serialize_message(others[2][1]))
+    for reader in (joints, strain, accel):
+        assert 'unreadable' in _decoded(reader, b'\x00\x01\x00\x00' + b'\xff' * 3)

@@ -52,7 +52,6 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -65,10 +64,10 @@ from flexarm_sim.precompile import ensure_kernels
 from flexarm_sim.ros import names
 from flexarm_sim.ros.flexstate import FlexStateEncoder, check_arm
 from flexarm_sim.ros.hotpath import HotLoop, HotSubscription
-from flexarm_sim.ros.messages import diagnostics, qos
+from flexarm_sim.ros.messages import CommandReader, diagnostics, qos
 from flexarm_sim.ros.node_main import log_at
 from flexarm_sim.ros.parameters import NodeParams, warn_unmatched_params_files
-from flexarm_sim.ros.sensors import decode_accelerometer, decode_joint_state, decode_strain, stamp_ns, too_long
+from flexarm_sim.ros.sensors import AccelReader, JointStateReader, StrainReader, stamp_ns, too_long
 
 from ..estimation.config import TABLE
 from ..estimation.runtime import EstimatorRuntime
@@ -97,6 +96,11 @@ class EstimatorNode(Node):
         self.n_published = 0
         self.warn_last = {}
         self.other_arms = set()               # arm ids of another arm whose readings were accepted (same layout)
+        # the serialized readings' decoders (ros/sensors.py: learnt fixed bytes, numpy reads; one per topic)
+        self.readers = {'encoders': JointStateReader(self.names),
+                        'strain': StrainReader(rt.sensor_set.gauges, self.layout.arm_id, self._other_arm),
+                        'accelerometer': AccelReader()}
+        self.command_reader = CommandReader(model.n_joints)
         # readings: every one is fused at its own stamp (READINGS_DEPTH in real time: a stalled process works through
         # its backlog, each period with its own torque; 100 in lock-step: every instant must be answered); commands:
         # every one is validated in order (depth 10 in real time), so a rejected command never hides the valid one
@@ -118,13 +122,13 @@ class EstimatorNode(Node):
             # the readings of an instant before the instant itself: their subscriptions first (the executor takes one
             # message per ready subscription in the order they were created, backlog or not)
             if rt.sensor_set.gauges:
-                self.create_subscription(StrainGauges, names.STRAIN, self._raw(StrainGauges, 'strain', 'strain',
-                                                                               self._on_strain), readings, raw=True)
+                self.create_subscription(StrainGauges, names.STRAIN, self._raw('strain', 'strain', self._on_strain),
+                                         readings, raw=True)
             if rt.sensor_set.accelerometer:
-                self.create_subscription(Imu, names.TIP_IMU, self._raw(Imu, 'accelerometer', 'accelerometer',
+                self.create_subscription(Imu, names.TIP_IMU, self._raw('accelerometer', 'accelerometer',
                                                                        self._on_imu), readings, raw=True)
             self.create_subscription(JointEffortCommand, names.STAMPED_COMMAND, self._on_stamped_command, qos(100))
-            self.create_subscription(JointState, names.JOINT_STATES, self._raw(JointState, 'encoders', 'joint state',
+            self.create_subscription(JointState, names.JOINT_STATES, self._raw('encoders', 'joint state',
                                                                               self._on_joints), readings, raw=True)
             self.create_subscription(FlexState, names.STATE, self._on_instant, readings)
         else:
@@ -132,14 +136,14 @@ class EstimatorNode(Node):
             # wakes it; it takes the backlog of every reading topic and ticks once (module docstring)
             self.hot = HotSubscription(self, JointState, names.JOINT_STATES, readings)
             self.side.append((HotSubscription(self, Float64MultiArray, names.EFFORT_COMMANDS, qos(10)),
-                              self._raw(Float64MultiArray, None, 'command', self._on_command)))
+                              self._raw(None, 'command', self._on_command)))
             if rt.sensor_set.gauges:
                 self.side.append((HotSubscription(self, StrainGauges, names.STRAIN, readings),
-                                  self._raw(StrainGauges, 'strain', 'strain', self._on_strain)))
+                                  self._raw('strain', 'strain', self._on_strain)))
             if rt.sensor_set.accelerometer:
                 self.side.append((HotSubscription(self, Imu, names.TIP_IMU, readings),
-                                  self._raw(Imu, 'accelerometer', 'accelerometer', self._on_imu)))
-            self._joint_reading = self._raw(JointState, 'encoders', 'joint state', self._on_joints)
+                                  self._raw('accelerometer', 'accelerometer', self._on_imu)))
+            self._joint_reading = self._raw('encoders', 'joint state', self._on_joints)
             self.hot_loop = HotLoop(self.hot, self._on_readings, 'estimator-readings',
                                     on_error=lambda e: self.get_logger().error(f'readings: {e!r}'),
                                     priority=self.params['realtime_priority'])
@@ -168,18 +172,21 @@ class EstimatorNode(Node):
             self.get_logger().warning(f'rejected {what}: {clip(reason)}')
 
     # ------------------------------------------------------------------ readings
-    def _raw(self, msg_type, track, what, handler):
+    def _raw(self, track, what, handler):
         """A callback for a raw subscription: a message beyond sensors.MAX_READING_BYTES is refused unread (a huge
-        one would hold the thread that reads it, and in real time the runtime's lock), others are read and handed
-        on. track: the runtime's track that counts a refused one (None: a command, counted by the runtime's
-        command counters)."""
+        one would hold the thread that reads it, and in real time the runtime's lock), others are decoded by the
+        track's reader (ros/sensors.py; a command: CommandReader, whose values the runtime judges) and handed on;
+        one that does not decode (unreadable, or against the codec's rule) is refused, counted on the track and
+        warned about (throttled). track: the runtime's track (None: a command)."""
+        decode = self.command_reader.values if track is None else self.readers[track].decode
+
         def callback(data):
             why = too_long(data)
             if not why:
                 try:
-                    msg = deserialize_message(bytes(data), msg_type)
-                except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
-                    why = f'unreadable ({type(e).__name__})'
+                    value = decode(data)
+                except ValueError as e:
+                    why = str(e)
             if why:
                 if track is None:
                     self.rt.commands_rejected += 1
@@ -188,7 +195,7 @@ class EstimatorNode(Node):
                     self.rt.tracks[track].reject(f'{track}: {why}')
                 self._rejected(what, why)
                 return
-            handler(msg)
+            handler(value)
         return callback
 
     def _future(self, t_ns) -> str:
@@ -201,16 +208,12 @@ class EstimatorNode(Node):
             return f'stamped {ahead:.3f} s ahead of this node\'s clock (at most {FUTURE_TOLERANCE_S:g} s)'
         return ''
 
-    def _on_joints(self, msg):
-        try:
-            q, qd, eff, t_ns = decode_joint_state(msg, self.names)
-            why = self._future(t_ns)
-            if why:
-                raise ValueError(why)
-        except ValueError as e:
-            tr = self.rt.tracks['encoders']
-            tr.reject(f'encoders: {e}')
-            self._rejected('joint state', str(e))
+    def _on_joints(self, reading):
+        q, qd, eff, t_ns = reading
+        why = self._future(t_ns)
+        if why:
+            self.rt.tracks['encoders'].reject(f'encoders: {why}')
+            self._rejected('joint state', why)
             return
         ok, why = self.rt.joints(t_ns * 1e-9, q, qd, eff)
         if not ok:
@@ -271,10 +274,8 @@ class EstimatorNode(Node):
         for hot, _ in self.side:
             hot.destroy()
 
-    def _on_strain(self, msg):
-        self._reading('strain', 'strain', self.rt.strain,
-                      lambda: decode_strain(msg, self.rt.sensor_set.gauges, self.layout.arm_id,
-                                            self._other_arm)[:2])
+    def _on_strain(self, reading):
+        self._reading('strain', 'strain', self.rt.strain, *reading[:2])
 
     def _other_arm(self, arm, text):
         """Another arm's readings of the same layout accepted (a model-mismatch study): said once per arm."""
@@ -282,20 +283,16 @@ class EstimatorNode(Node):
             self.other_arms.add(arm)
             self.get_logger().warning(text)
 
-    def _on_imu(self, msg):
-        self._reading('accelerometer', 'accel', self.rt.accel, lambda: decode_accelerometer(msg))
+    def _on_imu(self, reading):
+        self._reading('accelerometer', 'accel', self.rt.accel, *reading)
 
-    def _reading(self, track, stamp_key, feed, decode):
-        """A sensor reading: decoded (a bad one refused and counted), fed to the runtime; in lock-step it may
-        complete a control instant."""
-        try:
-            value, t_ns = decode()
-            why = self._future(t_ns)
-            if why:
-                raise ValueError(why)
-        except ValueError as e:
-            self.rt.tracks[track].reject(f'{track}: {e}')
-            self._rejected(track, str(e))
+    def _reading(self, track, stamp_key, feed, value, t_ns):
+        """A decoded sensor reading: one stamped ahead of this node's clock refused and counted, others fed to the
+        runtime; in lock-step it may complete a control instant."""
+        why = self._future(t_ns)
+        if why:
+            self.rt.tracks[track].reject(f'{track}: {why}')
+            self._rejected(track, why)
             return
         ok, why = feed(t_ns * 1e-9, value)
         self._rejected(track, why)
@@ -303,9 +300,9 @@ class EstimatorNode(Node):
             self._stamps[stamp_key] = max(self._stamps[stamp_key], t_ns)
             self._advance()
 
-    def _on_command(self, msg):
+    def _on_command(self, values):
         """Real time, under the lock: a command taken with the readings (module docstring)."""
-        self._rejected('command', self.rt.command(msg.data)[1])
+        self._rejected('command', self.rt.command(values)[1])
 
     # ------------------------------------------------------------------ lock-step
     def _on_stamped_command(self, msg):

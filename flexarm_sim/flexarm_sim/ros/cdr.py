@@ -75,12 +75,16 @@ class CdrLayout:
         for s in items:
             self.string(s)
 
-    def f64s(self, name, n, sequence=True):
-        """n float64 (a sequence of n: with its length; else n plain fields, e.g. a Vector3)."""
+    def f64s(self, name, n, sequence=True, values=None):
+        """n float64 (a sequence of n: with its length; else n plain fields, e.g. a Vector3); `values` given: these
+        n values, fixed bytes a received message must repeat (e.g. a sensor's geometry)."""
         if sequence:
             self.u32(n)
         o = self._align(8) if n or not sequence else len(self._b)
-        self._put(b'\x00' * (8 * n), False)
+        if values is None:
+            self._put(b'\x00' * (8 * n), False)
+        else:
+            self._put(np.asarray(values, dtype='<f8').reshape(n).tobytes(), True)
         self.fields[name] = (o, n, np.float64)
 
     def stamp(self, name='stamp'):
