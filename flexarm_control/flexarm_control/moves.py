@@ -62,7 +62,7 @@ def perturbed_spec(spec, payload=1.2, stiffness=0.85, damping=None):
                     if mat.get(key):
                         mat[key] = float(mat[key]) * stiffness
     d['name'] = f"{d.get('name', 'arm')}_payload{round(100 * payload)}_stiffness{round(100 * stiffness)}" + \
-        ('' if damping is None else f'_damping{round(1e4 * damping)}')
+        ('' if damping is None else f"_damping{f'{100 * damping:g}'.replace('.', 'p')}pct")
     return arm_from_dict(d, source=f'{spec.name} perturbed')
 
 

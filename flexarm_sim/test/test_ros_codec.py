@@ -295,10 +295,10 @@ def test_strain_of_another_arm_is_accepted_only_with_the_same_gauges():
     assert decode_strain(msg, gauges, theirs)[2] == 7                        # its own arm needs none
 
 
-def _slow(reader, data):
+def _slow(rule, msg_type, data):
     """What the topic's rule gives for these bytes (rclpy deserialization + decode_*), or the ValueError's text."""
     try:
-        return reader._decode(deserialize_message(data, reader.msg_type))
+        return rule(deserialize_message(data, msg_type))
     except ValueError as e:
         return str(e)
 
@@ -323,50 +323,78 @@ def test_serialized_readings_are_read_as_the_rule_reads_them():
     every reading of a stream gives what deserialization + decode_joint_state / decode_strain /
     decode_accelerometer give - values, stamps, steps and refusals (non-finite values named) - and after the first
     reading of a shape none is deserialized; a reading of another shape (joints renamed or reordered, a gauge
-    moved, another frame) takes the rule again and is refused or read as it says."""
+    moved, at another distance or in the other plane, another frame) takes the rule again and is refused or read as
+    it says; another arm's strain is told once."""
     from sensor_msgs.msg import Imu
+    from flexarm_msgs.msg import StrainGauges
     from flexarm_sim.model.sensing import parse_gauge
-    from flexarm_sim.ros.sensors import AccelReader, JointStateReader, SensorEncoder, StrainReader
+    from flexarm_sim.ros.sensors import (AccelReader, JointStateReader, SensorEncoder, StrainReader,
+                                         decode_accelerometer, decode_joint_state, decode_strain)
 
     class Cfg:
         pass
     model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
     cfg = Cfg()
     cfg.gauges = [parse_gauge(model, 'shoulder@0.05'), parse_gauge(model, 'elbow@0.05')]
-    enc = SensorEncoder(model, cfg, arm_id='deluca_two_link:aaaa', accel_variance=4e-4)
+    ours, theirs = 'deluca_two_link:aaaa', 'deluca_two_link:bbbb'
+    names = ['shoulder', 'elbow']
+    rules = {'joints': (lambda m: decode_joint_state(m, names), JointState),
+             'strain': (lambda m: decode_strain(m, cfg.gauges, ours), StrainGauges),
+             'accel': (decode_accelerometer, Imu)}
+    enc = SensorEncoder(model, cfg, arm_id=ours, accel_variance=4e-4)
     rng = np.random.default_rng(5)
-    joints, strain, accel = (JointStateReader(['shoulder', 'elbow']),
-                             StrainReader(cfg.gauges, 'deluca_two_link:aaaa'), AccelReader())
+    readers = {'joints': JointStateReader(names), 'strain': StrainReader(cfg.gauges, ours), 'accel': AccelReader()}
+
+    def check(key, data, learn=None):
+        reader = readers[key]
+        before = reader.slow
+        got, want = _decoded(reader, data), _slow(*rules[key], data)
+        assert _same(got, want), (key, got, want)
+        if learn is not None:
+            assert reader.slow == before + (0 if learn else 1), (key, reader.slow, before)
+        return got
     for k in range(60):
         q, qd, tau = rng.normal(size=(3, 2))
         y, a = rng.normal(size=2) * 1e-4, rng.normal(size=3) * 5
         if k in (20, 40):                                    # a bad reading mid-stream
             q[1], y[0], a[2] = np.nan, np.inf, -np.inf
         t_ns = 10 ** 9 * k + int(rng.integers(10 ** 9))
-        cases = ((joints, serialize_message(enc.joint_state(q, qd, tau, t_ns))),
-                 (strain, serialize_message(enc.strain_gauges(y, [1e-12, 2e-12], k, t_ns))),
-                 (accel, serialize_message(enc.accelerometer(a, t_ns))))
-        for reader, data in cases:
-            got, want = _decoded(reader, data), _slow(reader, data)
-            assert _same(got, want), (type(reader).__name__, k, got, want)
+        for key, data in (('joints', serialize_message(enc.joint_state(q, qd, tau, t_ns))),
+                          ('strain', serialize_message(enc.strain_gauges(y, [1e-12, 2e-12], k, t_ns))),
+                          ('accel', serialize_message(enc.accelerometer(a, t_ns)))):
+            got = check(key, data, learn=k > 0)
             if k in (20, 40):
                 assert 'non-finite' in got
-    for reader in (joints, strain, accel):
-        assert reader.slow == 1 and reader.fast == 59, (type(reader).__name__, reader.slow, reader.fast)
-    # other shapes: the rule again (and refusals as it says); a gauge 1 cm from where it is configured, all else equal
-    moved = SensorEncoder(model, cfg, arm_id='deluca_two_link:aaaa').strain_gauges([1e-5, 2e-5], [0.0, 0.0], 3, 10)
-    moved.positions = [0.06, 0.05]
-    others = [(joints, JointState(name=['elbow', 'shoulder'], position=[1.0, 2.0], velocity=[3.0, 4.0])),
-              (joints, JointState(name=['shoulder', 'wrist'], position=[1.0, 2.0])),
-              (strain, moved),
-              (accel, Imu(header=enc.imu.header.__class__(frame_id='elsewhere')))]
-    for reader, msg in others:
-        data = serialize_message(msg)
-        before = reader.slow
-        got, want = _decoded(reader, data), _slow(reader, data)
-        assert _same(got, want) and reader.slow == before + 1, (type(reader).__name__, got, want)
-    assert _decoded(joints, serialize_message(others[0][1]))[0].tolist() == [2.0, 1.0]   # reordered: by name
-    assert 'missing' in _decoded(joints, serialize_message(others[1][1]))
-    assert 'configured at' in _decoded(strain, serialize_message(others[2][1]))
-    for reader in (joints, strain, accel):
-        assert 'unreadable' in _decoded(reader, b'\x00\x01\x00\x00' + b'\xff' * 3)
+    for r in readers.values():
+        assert r.slow == 1 and r.fast == 59, (type(r).__name__, r.slow, r.fast)
+
+    # other shapes take the rule again, refused or read as it says: a gauge moved 1 cm, at another distance from
+    # the neutral axis, sensing the other plane; joints reordered (read by name), one missing; another frame
+    def strain_msg(**change):
+        m = SensorEncoder(model, cfg, arm_id=ours).strain_gauges([1e-5, 2e-5], [0.0, 0.0], 3, 10)
+        for f, v in change.items():
+            setattr(m, f, v)
+        return serialize_message(m)
+    c = [g.c for g in cfg.gauges]
+    for change, words in (({'positions': [0.06, 0.05]}, 'configured at'),
+                          ({'distances': [c[0], 2 * c[1]]}, 'from the neutral axis'),
+                          ({'planes': [0, 1]}, 'senses')):
+        assert words in check('strain', strain_msg(**change), learn=False), change
+    assert check('joints', serialize_message(JointState(name=['elbow', 'shoulder'], position=[1.0, 2.0])),
+                 learn=False)[0].tolist() == [2.0, 1.0]
+    assert 'missing' in check('joints', serialize_message(JointState(name=['shoulder', 'wrist'],
+                                                                      position=[1.0, 2.0])), learn=False)
+    for k in range(5):          # no rates or efforts: as the rule says (rmw sizes such a message beyond its data,
+        got = check('joints', serialize_message(JointState(name=['elbow', 'shoulder'], position=[k, 2.0 * k])))
+        assert got[0].tolist() == [2.0 * k, k] and got[1] is None and got[2] is None    # so it is not learnt)
+    check('accel', serialize_message(Imu(header=enc.imu.header.__class__(frame_id='elsewhere'))), learn=False)
+
+    # another arm's strain with the same gauges: accepted with a note, once (its arm_id is in the learnt bytes)
+    notes = []
+    other = StrainReader(cfg.gauges, theirs, lambda arm, text: notes.append(arm))
+    for k in range(3):
+        y, t_ns, step = other.decode(strain_msg(step=k))
+        assert np.allclose(y, [1e-5, 2e-5]) and step == k
+    assert notes == [ours] and other.fast == 2
+    for r in readers.values():
+        assert 'unreadable' in _decoded(r, b'\x00\x01\x00\x00' + b'\xff' * 3)

@@ -244,7 +244,8 @@ class EstimatorRuntime:
             a = None
         if a is None or a.shape != (self.n,) or not np.all(np.isfinite(a)):
             self.commands_rejected += 1
-            self.last_command_reject = f'command: expected {self.n} finite values, got {list(np.ravel(u))[:8]}'
+            got = a.reshape(-1)[:8].tolist() if a is not None else list(np.ravel(u))[:8]
+            self.last_command_reject = f'command: expected {self.n} finite values, got {got}'
             return False, self.last_command_reject
         self.u = np.clip(a, -self.effort_limit, self.effort_limit)
         self.commands_accepted += 1

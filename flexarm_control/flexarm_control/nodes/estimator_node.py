@@ -187,6 +187,8 @@ class EstimatorNode(Node):
                     value = decode(data)
                 except ValueError as e:
                     why = str(e)
+                except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
+                    why = f'unreadable ({type(e).__name__})'
             if why:
                 if track is None:
                     self.rt.commands_rejected += 1
@@ -410,7 +412,9 @@ class EstimatorNode(Node):
     def _publish_diagnostics(self):
         with self._lock:
             level, message, values = self.rt.diagnostics()
-            values = dict(values, published=self.n_published, arm_id=self.layout.arm_id)
+            values = dict(values, published=self.n_published, arm_id=self.layout.arm_id,
+                          readings_read_in_place=sum(r.fast for r in self.readers.values()),
+                          readings_deserialized=sum(r.slow for r in self.readers.values()))
             if self.hot_loop is not None:
                 values.update(reading_batches=self.batches, largest_reading_batch=self.largest_batch,
                               reading_batches_by_timer=self.timer_batches,

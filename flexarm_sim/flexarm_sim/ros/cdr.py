@@ -6,10 +6,12 @@ mode counts, strings), so their serialized form (CDR, little endian, XCDR1 as rm
 encapsulation header, then every primitive aligned to its size from the start of the data) is a fixed byte layout.
 `CdrLayout` writes a template once, remembering where each numeric field lands; afterwards a message is its
 preallocated buffer with numbers written into numpy views (publish: Publisher.publish(bytes)), and a received one
-(raw subscription) is read the same way after checking that its constant bytes (lengths, names) are the template's.
+(raw subscription) is read the same way after checking that its constant bytes (lengths, names, values written as
+constants, e.g. a gauge's geometry) are the template's.
 
-Layouts here: FlexState (flexstate.py uses it), JointState, Float64MultiArray, JointEffortCommand. Each is
-checked against rclpy's own serialization in the tests.
+Layouts here: FlexState (flexstate.py uses it), JointState, Float64MultiArray, JointEffortCommand; the sensor readers
+(sensors.py) learn StrainGauges and Imu templates from their first reading. Each is checked against rclpy's own
+serialization in the tests.
 """
 from __future__ import annotations
 
@@ -122,6 +124,10 @@ class CdrLayout:
                 return False
         return True
 
+    def stamp_ns(self, data, name='stamp') -> int:
+        """The header stamp of a received message of this layout, in nanoseconds."""
+        return int(self.view(name + '.sec', data)[0]) * 1_000_000_000 + int(self.view(name + '.nanosec', data)[0])
+
     def set_stamp(self, t_ns, name='stamp'):
         sec, nsec = divmod(int(t_ns), 1_000_000_000)
         self.view(name + '.sec')[0] = sec
@@ -133,13 +139,14 @@ def header(lay: CdrLayout, frame_id: str = ''):
     lay.string(frame_id)
 
 
-def joint_state_layout(names, frame_id: str = '') -> CdrLayout:
-    """sensor_msgs/JointState with these joint names."""
+def joint_state_layout(names, frame_id: str = '', lengths=None) -> CdrLayout:
+    """sensor_msgs/JointState with these joint names; lengths: of position, velocity, effort (default: one value per
+    name each)."""
     lay = CdrLayout()
     header(lay, frame_id)
     lay.strings(list(names))
-    for f in ('position', 'velocity', 'effort'):
-        lay.f64s(f, len(names))
+    for f, n in zip(('position', 'velocity', 'effort'), lengths or (len(names),) * 3):
+        lay.f64s(f, n)
     return lay.finish()
 
 

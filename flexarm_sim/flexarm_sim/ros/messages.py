@@ -139,8 +139,7 @@ class CommandReader:
         """(step, stamp_ns, efforts) of a JointEffortCommand."""
         lay = self.stamped
         if lay.matches(data):
-            sec, nsec = int(lay.view('stamp.sec', data)[0]), int(lay.view('stamp.nanosec', data)[0])
-            return int(lay.view('step', data)[0]), sec * 1_000_000_000 + nsec, np.array(lay.view('effort', data))
+            return int(lay.view('step', data)[0]), lay.stamp_ns(data), np.array(lay.view('effort', data))
         if len(data) > self.max_bytes + 64:
             return 0, 0, _oversized(data)
         msg = deserialize_message(bytes(data), JointEffortCommand)

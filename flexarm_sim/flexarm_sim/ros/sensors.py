@@ -30,7 +30,7 @@ from sensor_msgs.msg import Imu, JointState
 from flexarm_msgs.msg import StrainGauges
 
 from ..model.sensing import PLANE_NAMES
-from .cdr import CdrLayout, header
+from .cdr import CdrLayout, header, joint_state_layout
 
 
 MAX_NAMES = 1024                   # joints / gauges named in one reading
@@ -164,12 +164,12 @@ def decode_strain(msg, gauges, arm_id: str = '', note=None):
         if i is None:
             raise ValueError(f'no reading of gauge {g.name} (got {[str(x)[:40] for x in names[:8]]}'
                              f'{"..." if len(names) > 8 else ""})')
-        if len(msg.positions) == len(names) and abs(msg.positions[i] - g.x) > 1e-9 * max(1.0, abs(g.x)):
+        if len(msg.positions) == len(names) and not abs(msg.positions[i] - g.x) <= 1e-9 * max(1.0, abs(g.x)):
             raise ValueError(f'gauge {g.name} at {msg.positions[i]:g} m, configured at {g.x:g} m')
         if len(msg.planes) == len(names) and int(msg.planes[i]) != g.plane:
             raise ValueError(f'gauge {g.name} senses {PLANE_NAMES.get(int(msg.planes[i]), msg.planes[i])}, '
                              f'configured {PLANE_NAMES[g.plane]}')
-        if len(msg.distances) == len(names) and abs(msg.distances[i] - g.c) > 1e-9 * max(1e-3, abs(g.c)):
+        if len(msg.distances) == len(names) and not abs(msg.distances[i] - g.c) <= 1e-9 * max(1e-3, abs(g.c)):
             raise ValueError(f'gauge {g.name} at c = {msg.distances[i]:g} m from the neutral axis, configured '
                              f'{g.c:g} m')
         out[k] = msg.strain[i]
@@ -219,10 +219,6 @@ class _Reader:
         return out
 
 
-def _stamp_of(cdr, data) -> int:
-    return int(cdr.view('stamp.sec', data)[0]) * 1_000_000_000 + int(cdr.view('stamp.nanosec', data)[0])
-
-
 def _finite(x, what):
     if not np.all(np.isfinite(x)):
         raise ValueError(f'non-finite {what}')
@@ -245,23 +241,19 @@ class JointStateReader(_Reader):
         names = list(msg.name)
         self.order = np.array([names.index(nm) for nm in self.joint_names])
         self.has = (len(msg.velocity) > 0, len(msg.effort) > 0)
-        lay = CdrLayout()
-        header(lay, msg.header.frame_id)
-        lay.strings(names)
-        for f in ('position', 'velocity', 'effort'):
-            lay.f64s(f, len(getattr(msg, f)))
-        return lay.finish()
+        return joint_state_layout(names, msg.header.frame_id,
+                                  [len(getattr(msg, f)) for f in ('position', 'velocity', 'effort')])
 
     def _read(self, cdr, data):
         q = _finite(cdr.view('position', data)[self.order], 'position')
         qd = _finite(cdr.view('velocity', data)[self.order], 'velocity') if self.has[0] else None
         eff = _finite(cdr.view('effort', data)[self.order], 'effort') if self.has[1] else None
-        return q, qd, eff, _stamp_of(cdr, data)
+        return q, qd, eff, cdr.stamp_ns(data)
 
 
 class StrainReader(_Reader):
     """decode_strain of serialized StrainGauges (the learnt bytes hold the gauges' names and geometry, which the
-    rule checked)."""
+    rule checked, and the arm_id: another arm's readings are told to `note` at their first reading, not at each)."""
 
     msg_type = StrainGauges
 
@@ -290,7 +282,7 @@ class StrainReader(_Reader):
 
     def _read(self, cdr, data):
         y = _finite(cdr.view('strain', data)[self.order], 'strain')
-        return y, _stamp_of(cdr, data), int(cdr.view('step', data)[0])
+        return y, cdr.stamp_ns(data), int(cdr.view('step', data)[0])
 
 
 class AccelReader(_Reader):
@@ -313,4 +305,4 @@ class AccelReader(_Reader):
         return lay.finish()
 
     def _read(self, cdr, data):
-        return _finite(np.array(cdr.view('linear_acceleration', data)), 'acceleration'), _stamp_of(cdr, data)
+        return _finite(np.array(cdr.view('linear_acceleration', data)), 'acceleration'), cdr.stamp_ns(data)
