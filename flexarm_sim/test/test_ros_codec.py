@@ -280,7 +280,9 @@ def test_strain_of_another_arm_is_accepted_only_with_the_same_gauges():
     cfg = Cfg()
     cfg.gauges = gauges
     ours, theirs = 'deluca_two_link:aaaa', 'deluca_two_link:bbbb'
-    msg = SensorEncoder(model, cfg, arm_id=theirs).strain_gauges([1e-5, -2e-5], [0.0, 0.0], 7, 10**9)
+    from flexarm_msgs.msg import StrainGauges
+    msg = deserialize_message(SensorEncoder(model, cfg, arm_id=theirs).strain_gauges([1e-5, -2e-5], [0.0, 0.0], 7,
+                                                                                     10**9), StrainGauges)
     notes = []
     y, t_ns, step = decode_strain(msg, gauges, ours, lambda arm, text: notes.append((arm, text)))
     assert np.allclose(y, [1e-5, -2e-5]) and t_ns == 10**9 and step == 7
@@ -326,6 +328,7 @@ def test_serialized_readings_are_read_as_the_rule_reads_them():
     moved, at another distance or in the other plane, another frame) takes the rule again and is refused or read as
     it says; another arm's strain is told once."""
     from sensor_msgs.msg import Imu
+    from std_msgs.msg import Header
     from flexarm_msgs.msg import StrainGauges
     from flexarm_sim.model.sensing import parse_gauge
     from flexarm_sim.ros.sensors import (AccelReader, JointStateReader, SensorEncoder, StrainReader,
@@ -359,19 +362,22 @@ def test_serialized_readings_are_read_as_the_rule_reads_them():
         if k in (20, 40):                                    # a bad reading mid-stream
             q[1], y[0], a[2] = np.nan, np.inf, -np.inf
         t_ns = 10 ** 9 * k + int(rng.integers(10 ** 9))
-        for key, data in (('joints', serialize_message(enc.joint_state(q, qd, tau, t_ns))),
-                          ('strain', serialize_message(enc.strain_gauges(y, [1e-12, 2e-12], k, t_ns))),
-                          ('accel', serialize_message(enc.accelerometer(a, t_ns)))):
-            got = check(key, data, learn=k > 0)
-            if k in (20, 40):
-                assert 'non-finite' in got
+        for key, data in (('joints', enc.joint_state(q, qd, tau, t_ns)),
+                          ('strain', enc.strain_gauges(y, [1e-12, 2e-12], k, t_ns)),
+                          ('accel', enc.accelerometer(a, t_ns))):
+            wire = serialize_message(deserialize_message(data, rules[key][1]))      # as rmw writes it
+            for b in (data, wire):
+                got = check(key, b, learn=k > 0 or b is wire)
+                if k in (20, 40):
+                    assert 'non-finite' in got
     for r in readers.values():
-        assert r.slow == 1 and r.fast == 59, (type(r).__name__, r.slow, r.fast)
+        assert r.slow == 1 and r.fast == 119, (type(r).__name__, r.slow, r.fast)
 
     # other shapes take the rule again, refused or read as it says: a gauge moved 1 cm, at another distance from
     # the neutral axis, sensing the other plane; joints reordered (read by name), one missing; another frame
     def strain_msg(**change):
-        m = SensorEncoder(model, cfg, arm_id=ours).strain_gauges([1e-5, 2e-5], [0.0, 0.0], 3, 10)
+        m = deserialize_message(SensorEncoder(model, cfg, arm_id=ours).strain_gauges([1e-5, 2e-5], [0.0, 0.0], 3,
+                                                                                     10), StrainGauges)
         for f, v in change.items():
             setattr(m, f, v)
         return serialize_message(m)
@@ -387,7 +393,7 @@ def test_serialized_readings_are_read_as_the_rule_reads_them():
     for k in range(5):          # no rates or efforts: as the rule says (rmw sizes such a message beyond its data,
         got = check('joints', serialize_message(JointState(name=['elbow', 'shoulder'], position=[k, 2.0 * k])))
         assert got[0].tolist() == [2.0 * k, k] and got[1] is None and got[2] is None    # so it is not learnt)
-    check('accel', serialize_message(Imu(header=enc.imu.header.__class__(frame_id='elsewhere'))), learn=False)
+    check('accel', serialize_message(Imu(header=Header(frame_id='elsewhere'))), learn=False)
 
     # another arm's strain with the same gauges: accepted with a note, once (its arm_id is in the learnt bytes)
     notes = []
@@ -398,3 +404,45 @@ def test_serialized_readings_are_read_as_the_rule_reads_them():
     assert notes == [ours] and other.fast == 2
     for r in readers.values():
         assert 'unreadable' in _decoded(r, b'\x00\x01\x00\x00' + b'\xff' * 3)
+
+
+def test_the_sensor_encoder_writes_every_field_of_its_messages():
+    """The plant's sensor messages are CDR templates filled in place (SensorEncoder): read back by rclpy, every
+    field is what the message means - names, frames (the tip frame of the accelerometer), arm_id, the gauges' links
+    and geometry, stamps, step, values, REP 145's 'no orientation / no rates' covariances, the acceleration
+    covariance - at two consecutive calls (the template's values are overwritten, not appended)."""
+    from sensor_msgs.msg import Imu
+    from flexarm_msgs.msg import StrainGauges
+    from flexarm_sim.model.sensing import parse_gauge
+    from flexarm_sim.ros.sensors import SensorEncoder
+
+    class Cfg:
+        pass
+    model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+    cfg = Cfg()
+    cfg.gauges = [parse_gauge(model, 'shoulder@0.05'), parse_gauge(model, 'elbow@0.12:in_plane:c=0.002')]
+    enc = SensorEncoder(model, cfg, arm_id='deluca_two_link:abcd', accel_variance=4e-4)
+    for k, t_ns in enumerate((1_700_000_000_123_456_789, 5)):
+        q, qd, tau, a = [0.1 + k, -0.2], [0.3, 0.4 * k], [-0.5, 0.6], [1.0, -2.0 + k, 9.81]
+        js = deserialize_message(enc.joint_state(q, qd, tau, t_ns), JointState)
+        assert list(js.name) == ['shoulder', 'elbow'] and js.header.frame_id == ''
+        assert (js.header.stamp.sec, js.header.stamp.nanosec) == divmod(t_ns, 10 ** 9)
+        assert list(js.position) == q and list(js.velocity) == qd and list(js.effort) == tau
+        st = deserialize_message(enc.strain_gauges([1e-5, -2e-5 * k], [1e-12, 4e-12], 40 + k, t_ns), StrainGauges)
+        assert st.arm_id == 'deluca_two_link:abcd' and st.step == 40 + k
+        assert (st.header.stamp.sec, st.header.stamp.nanosec) == divmod(t_ns, 10 ** 9)
+        assert list(st.names) == [g.name for g in cfg.gauges]
+        assert list(st.link_names) == ['shoulder_link', 'elbow_link']
+        assert list(st.positions) == [0.05, 0.12] and list(st.planes) == [0, 0]
+        assert list(st.distances) == [g.c for g in cfg.gauges] and cfg.gauges[1].c == 0.002
+        assert list(st.strain) == [1e-5, -2e-5 * k] and list(st.variance) == [1e-12, 4e-12]
+        imu = deserialize_message(enc.accelerometer(a, t_ns), Imu)
+        assert imu.header.frame_id == 'elbow_link_tip'
+        assert (imu.header.stamp.sec, imu.header.stamp.nanosec) == divmod(t_ns, 10 ** 9)
+        la = imu.linear_acceleration
+        assert [la.x, la.y, la.z] == a
+        o, w = imu.orientation, imu.angular_velocity
+        assert [o.x, o.y, o.z, o.w] == [0.0, 0.0, 0.0, 1.0] and [w.x, w.y, w.z] == [0.0, 0.0, 0.0]
+        assert list(imu.orientation_covariance) == [-1.0] + [0.0] * 8
+        assert list(imu.angular_velocity_covariance) == [-1.0] + [0.0] * 8
+        assert list(imu.linear_acceleration_covariance) == [4e-4, 0, 0, 0, 4e-4, 0, 0, 0, 4e-4]
