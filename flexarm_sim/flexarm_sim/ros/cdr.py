@@ -9,9 +9,9 @@ preallocated buffer with numbers written into numpy views (publish: Publisher.pu
 (raw subscription) is read the same way after checking that its constant bytes (lengths, names, values written as
 constants, e.g. a gauge's geometry) are the template's.
 
-Layouts here: FlexState (flexstate.py uses it), JointState, Float64MultiArray, JointEffortCommand; the sensor readers
-(sensors.py) learn StrainGauges and Imu templates from their first reading. Each is checked against rclpy's own
-serialization in the tests.
+Layouts here: FlexState (flexstate.py uses it), JointState, Float64MultiArray, JointEffortCommand, StrainGauges and
+Imu (the sensor readers of sensors.py build theirs from the first reading of a shape). Each is checked against
+rclpy's own serialization in the tests.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ estimator's readings thread (py-spy, strain + accelerometer, 2026-12-03); any ot
 """
 from __future__ import annotations
 
+import array
 import math
 
 import numpy as np
@@ -50,6 +51,11 @@ def _unique_names(names, what):
         raise ValueError(f'{what} name {str(dup)[:60]!r} given twice')
 
 
+def _set_stamp(stamp, t_ns: int):
+    t_ns = int(t_ns)
+    stamp.sec, stamp.nanosec = t_ns // 1_000_000_000, t_ns % 1_000_000_000
+
+
 def stamp_ns(stamp) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
@@ -60,43 +66,51 @@ def tip_frame_id(joint_names) -> str:
 
 
 class SensorEncoder:
-    """The serialized readings of SimulatedSensors (flexarm_sim/sensors.py), published raw: one CDR template per
-    topic (ros/cdr.py, the layouts the readers below learn), its values written in place - rclpy's conversion of
-    message objects was ~15 % of the plant's loop thread with every sensor at 500 Hz. Each call returns the bytes
-    of one message (the template's buffer: publish it before the next call)."""
+    """Preallocated messages for the readings of SimulatedSensors (flexarm_sim/sensors.py)."""
 
     def __init__(self, model, cfg, arm_id: str = '', accel_variance: float = 0.0):
-        self.js = joint_state_layout(model.spec.joint_names)
-        gauges = cfg.gauges
-        self.strain = strain_gauges_layout('', arm_id, [g.name for g in gauges],
-                                           [model.spec.joints[g.link].name + '_link' for g in gauges],
-                                           [float(g.x) for g in gauges], [int(g.plane) for g in gauges],
-                                           [float(g.c) for g in gauges])
-        self.imu = imu = imu_layout(tip_frame_id(model.spec.joint_names))
-        imu.view('orientation')[3] = 1.0                   # no orientation (REP 145: its covariance's first entry -1)
-        imu.view('orientation_covariance')[0] = -1.0
-        imu.view('angular_velocity_covariance')[0] = -1.0
-        imu.view('linear_acceleration_covariance')[[0, 4, 8]] = float(accel_variance)
-        self._views = {name: (lay, {f: lay.view(f) for f in fields}) for name, lay, fields in (
-            ('js', self.js, ('position', 'velocity', 'effort')),
-            ('strain', self.strain, ('step', 'strain', 'variance')),
-            ('imu', self.imu, ('linear_acceleration',)))}
+        n = model.n_joints
+        self.js = JointState()
+        self.js.name = list(model.spec.joint_names)
+        self.strain = StrainGauges()
+        st = self.strain
+        st.arm_id = arm_id
+        st.names = [g.name for g in cfg.gauges]
+        st.link_names = [model.spec.joints[g.link].name + '_link' for g in cfg.gauges]
+        st.positions = [float(g.x) for g in cfg.gauges]
+        st.planes = [int(g.plane) for g in cfg.gauges]
+        st.distances = [float(g.c) for g in cfg.gauges]
+        self.imu = Imu()
+        self.imu.header.frame_id = tip_frame_id(model.spec.joint_names)
+        self.imu.orientation_covariance[0] = -1.0
+        self.imu.angular_velocity_covariance[0] = -1.0
+        cov = [0.0] * 9
+        cov[0] = cov[4] = cov[8] = float(accel_variance)
+        self.imu.linear_acceleration_covariance = cov
+        self._n = n
 
-    def _fill(self, which, t_ns, **values) -> bytes:
-        lay, views = self._views[which]
-        lay.set_stamp(t_ns)
-        for f, v in values.items():
-            views[f][:] = v
-        return bytes(lay.buf)
+    def joint_state(self, q, qd, effort, t_ns) -> JointState:
+        m = self.js
+        _set_stamp(m.header.stamp, t_ns)
+        m.position = array.array('d', np.asarray(q, dtype=float).tobytes())
+        m.velocity = array.array('d', np.asarray(qd, dtype=float).tobytes())
+        m.effort = array.array('d', np.asarray(effort, dtype=float).tobytes())
+        return m
 
-    def joint_state(self, q, qd, effort, t_ns) -> bytes:
-        return self._fill('js', t_ns, position=q, velocity=qd, effort=effort)
+    def strain_gauges(self, strain, variance, step, t_ns) -> StrainGauges:
+        m = self.strain
+        _set_stamp(m.header.stamp, t_ns)
+        m.step = int(step)
+        m.strain = array.array('d', np.asarray(strain, dtype=float).tobytes())
+        m.variance = array.array('d', np.asarray(variance, dtype=float).tobytes())
+        return m
 
-    def strain_gauges(self, strain, variance, step, t_ns) -> bytes:
-        return self._fill('strain', t_ns, step=int(step), strain=strain, variance=variance)
-
-    def accelerometer(self, accel, t_ns) -> bytes:
-        return self._fill('imu', t_ns, linear_acceleration=accel)
+    def accelerometer(self, accel, t_ns) -> Imu:
+        m = self.imu
+        _set_stamp(m.header.stamp, t_ns)
+        a = [float(x) for x in accel]
+        m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z = a
+        return m
 
 
 def decode_joint_state(msg, joint_names):
