@@ -445,3 +445,24 @@ def test_the_sensor_encoder_writes_every_field_of_its_messages():
         assert list(imu.orientation_covariance) == [-1.0] + [0.0] * 8
         assert list(imu.angular_velocity_covariance) == [-1.0] + [0.0] * 8
         assert list(imu.linear_acceleration_covariance) == [4e-4, 0, 0, 0, 4e-4, 0, 0, 0, 4e-4]
+
+
+def test_a_gauge_whose_geometry_is_not_a_number_is_refused():
+    """decode_strain compares each gauge's position and distance with the configured one; NaN compares false both
+    ways, and `abs(nan - x) > tol` let a NaN geometry through (and a reader would then learn it as a fixed byte
+    pattern). Refused, naming the gauge."""
+    from flexarm_msgs.msg import StrainGauges
+    from flexarm_sim.model.sensing import parse_gauge
+    from flexarm_sim.ros.sensors import StrainReader, decode_strain
+    model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+    gauges = [parse_gauge(model, 'shoulder@0.05')]
+    for field, values in (('positions', [float('nan')]), ('distances', [float('nan')])):
+        msg = StrainGauges(arm_id='a:1', names=[gauges[0].name], positions=[0.05], planes=[0],
+                           distances=[gauges[0].c], strain=[1e-5])
+        setattr(msg, field, values)
+        with pytest.raises(ValueError, match=gauges[0].name):
+            decode_strain(msg, gauges, 'a:1')
+        reader = StrainReader(gauges, 'a:1')
+        with pytest.raises(ValueError, match=gauges[0].name):
+            reader.decode(serialize_message(msg))
+        assert reader.cdr is None                          # nothing learnt from a refused reading
