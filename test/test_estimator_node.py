@@ -442,9 +442,11 @@ def test_a_starved_readings_thread_does_not_make_the_encoders_missing():
         on_command = node.side[0][1]
         node.hot = QueuedReadings([])
         node.side = [(QueuedReadings([serialize(Float64MultiArray(data=[0.3, -0.2])),
-                                      serialize(Float64MultiArray(data=[1.0, 2.0, 3.0]))]), on_command)]
+                                      serialize(Float64MultiArray(data=[1.0, 2.0, 3.0])),
+                                      b'\x00\x01\x00\x00' + b'\xff' * 7]), on_command)]   # (no such message)
         node._on_readings(joint(0))                                        # initializes
-        assert node.rt.commands_accepted == 1 and node.rt.commands_rejected == 1
+        assert node.rt.commands_accepted == 1 and node.rt.commands_rejected == 2
+        assert node.rt.last_command_reject == 'command: unreadable Float64MultiArray (RMWError)'
         np.testing.assert_array_equal(node.rt.u, [0.3, -0.2])
         node.hot = QueuedReadings([joint(k) for k in range(1, 6)])         # queued; the readings thread starved
         node._t_last_js -= 1.0

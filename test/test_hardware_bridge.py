@@ -274,8 +274,9 @@ def test_enable_commands_units_sign_clamp_and_watchdog(bridge, emu):
     # invalid commands: rejected, counted, previous command kept
     pub.publish(Float64MultiArray(data=[math.nan, 0.0]))
     pub.publish(Float64MultiArray(data=[1.0]))
-    d = c.wait_diag(lambda d: int(d['commands_rejected']) >= 2, what='rejections counted')
-    assert d['state'] == 'enabled'
+    pub.publish(b'\x00\x01\x00\x00' + b'\xff' * 7)   # no such message: rclpy raised in the bridge's callback
+    d = c.wait_diag(lambda d: int(d['commands_rejected']) >= 3, what='rejections counted')
+    assert d['state'] == 'enabled' and d['last_reject_reason'] == 'unreadable Float64MultiArray (RMWError)'
     # no valid command since t_last: torque off on both servos after the timeout (+ generous slack)
     assert wait_for(lambda: not emu.torque_enabled(1) and not emu.torque_enabled(2), 0.3 + 3.0, c)
     assert time.monotonic() - t_last >= 0.25

@@ -13,6 +13,7 @@ from flexarm_sim.model import load_model  # noqa: E402
 from flexarm_sim.plant.engine import PlantCore, initial_state  # noqa: E402
 
 pytestmark = pytest.mark.ros
+GARBAGE = b'\x00\x01\x00\x00' + b'\xff' * 7        # a CDR header, then a sequence length beyond the bytes
 
 
 @pytest.fixture
@@ -42,6 +43,15 @@ def test_bad_commands_never_make_a_non_finite_state(spawn, tmp_path, client_for)
         pub.publish(Float64MultiArray(data=data))
     d = c.wait_diag(lambda d: int(d['commands_rejected']) >= len(bad), what='rejections counted')
     assert 'non-finite' in d['last_reject_reason'] or 'expected' in d['last_reject_reason']
+    # bytes that are no such message (rclpy raised in the plant's callback): refused, counted, named
+    from flexarm_msgs.msg import JointEffortCommand
+    stamped = c.publisher(JointEffortCommand, '/flexarm/effort_command')
+    pub.publish(GARBAGE)
+    c.wait_diag(lambda d: int(d['commands_rejected']) >= len(bad) + 1 and
+                d['last_reject_reason'] == 'unreadable Float64MultiArray (RMWError)', what='garbage refused')
+    stamped.publish(GARBAGE)
+    c.wait_diag(lambda d: int(d['commands_rejected']) >= len(bad) + 2 and
+                d['last_reject_reason'] == 'unreadable JointEffortCommand (RMWError)', what='garbage refused')
     n0 = len(c.states)
     c.spin_until(lambda: len(c.states) > n0 + 5)
     assert list(c.states[-1].effort) == [0.1, -0.1]           # previous valid command kept

@@ -264,6 +264,29 @@ def test_oversized_inputs_are_refused_unread_and_reasons_bounded():
     assert st.message.endswith('(1000000 characters)')
 
 
+def test_commands_that_are_no_such_message_are_refused_by_the_rule():
+    """Bytes rclpy cannot read as the command's type (its RMWError escaped the plant's and the bridge's
+    subscription callbacks) reach the one rule as `Unreadable`: refused naming the type, counted by every inbox the
+    plant and the bridge have (the gate, the lock-step inbox, the due queue), the previous command kept."""
+    from flexarm_sim.common.commands import LatestCommand, Unreadable, check_command
+    from flexarm_sim.plant.commands import DueCommands, LockstepInbox
+    from flexarm_sim.ros.messages import CommandReader
+    reader = CommandReader(2)
+    garbage = b'\x00\x01\x00\x00' + b'\xff' * 7
+    values = reader.values(garbage)
+    assert isinstance(values, Unreadable) and values.why == 'unreadable Float64MultiArray (RMWError)'
+    step, stamp, eff = reader.stamped_command(garbage)
+    assert (step, stamp) == (0, 0) and eff.why == 'unreadable JointEffortCommand (RMWError)'
+    assert check_command(values, -np.ones(2), np.ones(2)) == (None, values.why, False)
+    gate = LatestCommand(-np.ones(2), np.ones(2))
+    assert gate.submit([0.5, 0.5], 0.0) == (True, '')
+    assert gate.submit(values, 1.0) == (False, values.why) and gate.rejected == 1
+    assert gate.get()[0].tolist() == [0.5, 0.5]
+    inbox, due = LockstepInbox(np.ones(2)), DueCommands(np.ones(2), max_ahead=8)
+    assert inbox.submit(0, 0, eff) == (False, eff.why) and inbox.rejected == 1
+    assert due.submit(5, 1, eff, 4) == ('refused', eff.why) and due.rejected == 1
+
+
 def test_strain_of_another_arm_is_accepted_only_with_the_same_gauges():
     """A model-mismatch study (`flexarm run --plant-arm`) has the plant simulate another arm (its own arm_id) than the
     estimator's model. Its strain readings are accepted when every configured gauge is in the message with the same

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flexarm_sim.common.commands import check_command
 from flexarm_sim.common.params import DERIVED, ConfigError
 from flexarm_sim.model.sensing import SensorSet, SensorSpecError, parse_gauge
 
@@ -238,16 +239,12 @@ class EstimatorRuntime:
     # ------------------------------------------------------------------ inputs
     def command(self, u):
         """A torque command (N m per joint): (accepted, reason); clipped to the effort limits like the plant."""
-        try:
-            a = np.asarray(u, dtype=float)
-        except (TypeError, ValueError):
-            a = None
-        if a is None or a.shape != (self.n,) or not np.all(np.isfinite(a)):
+        a, why, _clamped = check_command(u, -self.effort_limit, self.effort_limit)
+        if a is None:
             self.commands_rejected += 1
-            got = a.reshape(-1)[:8].tolist() if a is not None else list(np.ravel(u))[:8]
-            self.last_command_reject = f'command: expected {self.n} finite values, got {got}'
+            self.last_command_reject = f'command: {why}'
             return False, self.last_command_reject
-        self.u = np.clip(a, -self.effort_limit, self.effort_limit)
+        self.u = a
         self.commands_accepted += 1
         return True, ''
 

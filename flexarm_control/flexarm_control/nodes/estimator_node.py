@@ -185,10 +185,8 @@ class EstimatorNode(Node):
             if not why:
                 try:
                     value = decode(data)
-                except ValueError as e:
+                except ValueError as e:             # the readers' rule, unreadable bytes included
                     why = str(e)
-                except Exception as e:  # noqa: BLE001 - whatever rclpy raises for bytes that are no such message
-                    why = f'unreadable ({type(e).__name__})'
             if why:
                 if track is None:
                     self.rt.commands_rejected += 1

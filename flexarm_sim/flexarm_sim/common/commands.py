@@ -6,6 +6,7 @@ force); values beyond a joint's bounds are clamped (counted once per command).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 
@@ -13,6 +14,7 @@ import numpy as np
 
 
 MAX_REASON = 300          # characters of a reason kept in /diagnostics and logs (an input's size never sets theirs)
+rejection_order = itertools.count(1).__next__     # orders rejections across a process's command inboxes
 
 
 def clip(text, limit: int = MAX_REASON) -> str:
@@ -24,8 +26,23 @@ def clip(text, limit: int = MAX_REASON) -> str:
     return f'{text[:limit]}... ({len(text)} characters)'
 
 
+class Unreadable:
+    """What a command reader hands the rule for bytes that are no such message: refused, counted like any refused
+    command, `why` the reason (a garbage Float64MultiArray made rclpy raise in the plant's and the bridge's
+    subscription callbacks)."""
+    __slots__ = ('why',)
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def __repr__(self):
+        return f'Unreadable({self.why!r})'
+
+
 def check_command(values, lo, hi):
     """(array | None, reason, clamped?) of raw command values against per-joint bounds [lo, hi]."""
+    if isinstance(values, Unreadable):
+        return None, values.why, False
     n = len(lo)
     try:
         arr = np.asarray(values, dtype=float)
@@ -73,6 +90,7 @@ class LatestCommand:
         self.tag = 0                   # what the sender said of the latest (a stamped command's stamp; 0: nothing)
         self.accepted = self.rejected = self.clamped = 0
         self.last_reject_reason = ''
+        self.last_reject_order = 0        # rejection_order() of the last rejection (0: none)
 
     def set_bounds(self, lo, hi):
         lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
@@ -89,7 +107,7 @@ class LatestCommand:
             arr, reason, clamped = check_command(values, self.lo, self.hi)
             if arr is None:
                 self.rejected += 1
-                self.last_reject_reason = reason
+                self.last_reject_reason, self.last_reject_order = reason, rejection_order()
                 return False, reason
             self.value = arr
             self.t = now

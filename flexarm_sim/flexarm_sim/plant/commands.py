@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from ..common.commands import LatestCommand, check_command
+from ..common.commands import LatestCommand, check_command, rejection_order
 
 WAITING, OK, TIMEOUT = 'waiting', 'ok', 'timeout'
 
@@ -83,6 +83,7 @@ class _CheckedCommands:
         self.limits = np.asarray(limits, dtype=float).copy()
         self.accepted = self.rejected = self.clamped = 0
         self.last_reject_reason = ''
+        self.last_reject_order = 0
 
     def set_limits(self, limits):
         with self.guard:
@@ -93,7 +94,7 @@ class _CheckedCommands:
         eff, reason, clamped = check_command(values, -self.limits, self.limits)
         if eff is None:
             self.rejected += 1
-            self.last_reject_reason = reason
+            self.last_reject_reason, self.last_reject_order = reason, rejection_order()
         return eff, reason, clamped
 
     def _accept(self, clamped):

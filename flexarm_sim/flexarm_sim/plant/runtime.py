@@ -800,7 +800,7 @@ class PlantRuntime:
         return {'commands_accepted': self.gate.accepted + self.inbox.accepted,
                 'commands_rejected': sum(p.rejected for p in parts),
                 'commands_clamped': sum(p.clamped for p in parts),
-                'last_reject_reason': next((p.last_reject_reason for p in parts if p.last_reject_reason), '')}
+                'last_reject_reason': max(parts, key=lambda p: p.last_reject_order).last_reject_reason}
 
     def _log_reject(self, reason):
         if self.warn_throttle(time.monotonic()):

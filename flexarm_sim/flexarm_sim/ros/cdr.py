@@ -150,10 +150,10 @@ def joint_state_layout(names, frame_id: str = '', lengths=None) -> CdrLayout:
     return lay.finish()
 
 
-def strain_gauges_layout(frame_id, arm_id, names, link_names, positions, planes, distances, n_strain=None,
-                         n_variance=None) -> CdrLayout:
+def strain_gauges_layout(frame_id, arm_id, names, link_names, positions, planes, distances, n_strain: int,
+                         n_variance: int) -> CdrLayout:
     """flexarm_msgs/StrainGauges of these gauges: names, links and geometry (positions, planes, distances) fixed
-    bytes; step, strain and variance (default one per name each) the message's values."""
+    bytes; step, n_strain strains and n_variance variances the message's values."""
     lay = CdrLayout()
     header(lay, frame_id)
     lay.u64(0, 'step')
@@ -163,13 +163,13 @@ def strain_gauges_layout(frame_id, arm_id, names, link_names, positions, planes,
     lay.f64s('positions', len(positions), values=list(positions))
     lay.u8s(bytes(int(p) for p in planes))
     lay.f64s('distances', len(distances), values=list(distances))
-    lay.f64s('strain', len(names) if n_strain is None else n_strain)
-    lay.f64s('variance', len(names) if n_variance is None else n_variance)
+    lay.f64s('strain', n_strain)
+    lay.f64s('variance', n_variance)
     return lay.finish()
 
 
 def imu_layout(frame_id: str = '') -> CdrLayout:
-    """sensor_msgs/Imu in the frame frame_id: every float64 a value (a quaternion of zeros until filled)."""
+    """sensor_msgs/Imu in the frame frame_id: every float64 a value."""
     lay = CdrLayout()
     header(lay, frame_id)
     lay.f64s('orientation', 4, sequence=False)                    # x y z w

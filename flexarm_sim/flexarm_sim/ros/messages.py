@@ -13,7 +13,7 @@ from std_msgs.msg import Float64MultiArray
 
 from flexarm_msgs.msg import JointEffortCommand
 
-from ..common.commands import MAX_REASON, clip
+from ..common.commands import MAX_REASON, Unreadable, clip
 from .cdr import effort_command_layout, float64_array_layout, joint_state_layout
 
 LEVELS = {'ok': DiagnosticStatus.OK, 'warn': DiagnosticStatus.WARN, 'error': DiagnosticStatus.ERROR}
@@ -86,6 +86,14 @@ def _oversized(data, array=False) -> np.ndarray:
     return np.broadcast_to(np.nan, (count,))
 
 
+def _deserialized(data, msg_type):
+    """The message rclpy reads from `data`, or `Unreadable` naming the type when they are no such message."""
+    try:
+        return deserialize_message(bytes(data), msg_type)
+    except Exception as e:  # noqa: BLE001 - rclpy raises its RMWError (and others) for bytes that are no such message
+        return Unreadable(f'unreadable {msg_type.__name__} ({type(e).__name__})')
+
+
 def trajectory_counts(data):
     """(joint names, points) of a serialized trajectory_msgs/JointTrajectory, read from its CDR without deserializing
     it (points is None when the names are more than 4096: not counted further); ValueError if it is not one."""
@@ -127,7 +135,8 @@ class CommandReader:
             return np.array(self.array.view('data', data))
         if len(data) > self.max_bytes:
             return _oversized(data, array=True)
-        return np.asarray(deserialize_message(bytes(data), Float64MultiArray).data, dtype=float)
+        msg = _deserialized(data, Float64MultiArray)
+        return msg if isinstance(msg, Unreadable) else np.asarray(msg.data, dtype=float)
 
     @property
     def max_bytes(self) -> int:
@@ -142,7 +151,9 @@ class CommandReader:
             return int(lay.view('step', data)[0]), lay.stamp_ns(data), np.array(lay.view('effort', data))
         if len(data) > self.max_bytes + 64:
             return 0, 0, _oversized(data)
-        msg = deserialize_message(bytes(data), JointEffortCommand)
+        msg = _deserialized(data, JointEffortCommand)
+        if isinstance(msg, Unreadable):
+            return 0, 0, msg
         return int(msg.step), stamp_ns(msg.header.stamp), np.asarray(msg.effort, dtype=float)
 
 

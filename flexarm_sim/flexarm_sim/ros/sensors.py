@@ -268,7 +268,7 @@ class StrainReader(_Reader):
         names = list(msg.names)
         self.order = np.array([names.index(g.name) for g in self.gauges])
         return strain_gauges_layout(msg.header.frame_id, msg.arm_id, names, msg.link_names, msg.positions,
-                                    bytes(msg.planes), msg.distances, len(msg.strain), len(msg.variance))
+                                    msg.planes, msg.distances, len(msg.strain), len(msg.variance))
 
     def _read(self, cdr, data):
         y = _finite(cdr.view('strain', data)[self.order], 'strain')
