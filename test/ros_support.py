@@ -13,6 +13,7 @@ from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters, ListParameters
 
 from flexarm_bringup.bringup import executable
+from flexarm_bringup.runner import HELD_SHORT_EXIT_CODE
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 CONFIG = os.path.join(ROOT, 'flexarm_bringup', 'config')
@@ -111,10 +112,17 @@ def stop_cleanly(proc, sig=signal.SIGINT, within=2.0):
 
 def run_summary(r, time_mode='realtime') -> dict:
     """The JSON summary of a finished `flexarm run --json` (subprocess.run result), which must have exited 0 in every
-    time mode: not lost and within the model's validity. (Real time was let off with exit 3 while single states came
-    130-330 ms late and the safe mode's return bent link 0 to 15.4-18 %; the cause was Fast DDS's receive threads at
-    normal scheduling beside the FIFO threads waiting for them, common.scheduler.ReceiveThreads.) On failure the
-    message carries the summary too (the safe mode's entries, the states' ages, the FIFO priorities granted)."""
+    time mode: not lost and within the model's validity - or, in real time only, 5: held short of the target by the
+    controller's safe mode, which a starved machine makes the loop enter (the designed degradation, issue 28 item 3:
+    once the plant ran at 885 Hz with states 32 ms old and the hold law ended a 30 deg move 0.203 rad short, still
+    returning; runner._verdict). (Real time was let off with exit 3 while single states came 130-330 ms late and the
+    safe mode's return bent link 0 to 15.4-18 %; the cause was Fast DDS's receive threads at normal scheduling beside
+    the FIFO threads waiting for them, common.scheduler.ReceiveThreads.) On failure the message carries the summary
+    too (the safe mode's entries, the states' ages, the FIFO priorities granted)."""
     why = f'{time_mode}: exit {r.returncode}\n' + r.stderr[-3000:] + '\nsummary: ' + r.stdout[-3000:]
-    assert r.returncode == 0, why
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 0 or (r.returncode == HELD_SHORT_EXIT_CODE and time_mode == 'realtime'), why
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    held = r.returncode == HELD_SHORT_EXIT_CODE
+    assert bool(s.get('held_short')) == held and not s['lost'] and not s['validity_left'], why
+    assert not held or s['controller_safe_mode_entries'] >= 1, why
+    return s

@@ -26,7 +26,7 @@ def test_realtime_closed_loop_over_dds_stays_bounded(ros_env, controller):
     r = subprocess.run([sys.executable, '-m', 'flexarm_bringup.cli', 'run', '--controller', controller,
                         '--duration', '4', '--angle', '30', '--quiet', '--json'], env=ros_env, capture_output=True, text=True,
                        timeout=240)
-    s = run_summary(r)                         # exit 0: not lost, within the model's validity
+    s = run_summary(r)                         # exit 0 (or 5, held short): not lost, within the model's validity
     assert s['time_mode'] == 'realtime'
     assert s['samples'] > 500
     rms = s['joint_rms_error_rad']
@@ -54,7 +54,7 @@ def test_realtime_modal_law_from_the_encoder_estimate_holds_the_arm_without_filt
     r = subprocess.run([sys.executable, '-m', 'flexarm_bringup.cli', 'run', '--controller', 'modal',
                         '--estimator', 'encoders', '--duration', '4', '--angle', '30', '--quiet', '--json'],
                        env=ros_env, capture_output=True, text=True, timeout=300)
-    s = run_summary(r)                         # exit 0: not lost, within the model's validity
+    s = run_summary(r)                         # exit 0 (or 5, held short): not lost, within the model's validity
     assert s['estimator'] == 'encoders' and s['samples'] > 500, s
     assert s['estimator_resets'] == 0, s
     assert max(s['joint_rms_error_rad']) < 0.5 and s['peak_tip_deflection_m'] < 0.5, s
@@ -76,8 +76,9 @@ def test_overload_never_destabilizes_the_arm(ros_env):
         for h in hogs:
             h.kill()
             h.wait()
-    # 0, or 3 with the summary printed: the 60 deg move bends link 1 beyond the model's validity even unloaded
-    assert r.returncode in (0, 3), r.stderr[-2000:]
+    # 0, or 3 with the summary printed: the 60 deg move bends link 1 beyond the model's validity even unloaded;
+    # or 5: the safe mode held the arm short of its target (degraded, not lost)
+    assert r.returncode in (0, 3, 5), r.stderr[-2000:]
     s = json.loads(r.stdout.strip().splitlines()[-1])
     tip, rms = s['peak_tip_deflection_m'], s['joint_rms_error_rad']
     assert math.isfinite(tip) and tip < 1.0 and all(math.isfinite(x) and x < 1.0 for x in rms), s

@@ -23,6 +23,10 @@ SAFE_START_WAIT_S) until the controller is not in a safe mode it entered at star
 reports those start-up entries apart. Memory stays bounded: the samples kept for the summary
 and the plot are decimated beyond MAX_SAMPLES (the recording streams to disk). SIGINT exits 130, SIGTERM 143 (interrupt.py),
 after stopping the nodes.
+
+Exit codes: 0 the move done; 3 the arm lost or the model's validity left; 4 the recording incomplete; 5 the move not
+completed, the arm held short of its target by the controller's safe mode (degraded, not lost: `_verdict`); 1 an
+error, 2 bad arguments.
 """
 from __future__ import annotations
 
@@ -104,6 +108,7 @@ PROGRESS_AFTER_S = 2.0
 PAUSED_STATE_PERIOD_S = 0.05  # a paused plant re-sends its state this often (plant/runtime.IDLE_PERIOD)
 REFERENCE_ACK_S = 10.0        # s for the plant's pause service and the controller to accept the reference
 LOST_EXIT_CODE = 3            # `flexarm run`'s exit code when the arm was lost or the model's validity left
+HELD_SHORT_EXIT_CODE = 5      # ... when the controller's safe mode held the arm short of its target (degraded, not lost)
 PLAN_ACK_S = 300.0            # s for a planning controller (tip_tracking) to plan and accept the move
 PLANNING_LEAD_S = 3.0         # s of plant time a planning controller gets before a real-time move starts
 LOST_JOINT_ERROR_RAD = 0.2    # the arm is lost if a joint ends the run farther than this from its target ...
@@ -499,7 +504,8 @@ def summarize(arrays, q0, angle, move_time, t_move, duration, plant_diag, contro
     if controller == 'tip_tracking':
         out['plan_time_s'] = _num(controller_diag.get('last_plan_time_s'))
         out['moves_retimed'] = _num(controller_diag.get('moves_retimed'))
-    out['lost'] = _lost(err, q, q_ref, t[in_run][-1] - t_cmd_end if err.size else 0.0)
+    out['lost'], out['held_short'] = _verdict(err, q, q_ref, t[in_run][-1] - t_cmd_end if err.size else 0.0,
+                                              controller_diag)
     out['validity_left'] = _validity_left(fig)
     plot = {'t': t, 't_move': t_move, 'tip': tip, 'tip_desired': tip_d, 'tau': tau, 'relative_deflection': rel}
     return out, plot
@@ -516,26 +522,44 @@ def safe_mode_figures(end: dict, start: dict) -> dict:
     later = n_end is not None and n_end > n_start
     return {'controller_safe_mode_entries': entries,
             'controller_safe_mode_time_s': t_end - t_start if t_end is not None else None,
+            'controller_safe_mode_yields': _delta(end, start, 'safe_mode_yields'),
             'controller_safe_mode_reason': (end.get('safe_mode_reason') or '') if later else
                                            (start.get('safe_mode_reason') or '') if on else '',
             'controller_safe_mode_entries_at_start': before,
             'controller_safe_mode_reason_at_start': (start.get('safe_mode_reason') or '') if before else ''}
 
 
-def _lost(err, q, q_ref, after_command_s) -> str:
-    """Why the arm counts as lost ('' if not): a joint beyond LOST_PEAK_JOINT_ERROR_RAD of its reference at any
-    time, or, in a run lasting LOST_SETTLE_S beyond the end of the command, farther than LOST_JOINT_ERROR_RAD from its
-    target at the end (a run stopped mid-move is judged by the peak rule only)."""
-    why = []
+def _delta(end: dict, start: dict, key: str):
+    """A controller count from the move's start on (its diagnostic at the end less the one at the start)."""
+    n_end = _num(end.get(key))
+    return None if n_end is None else n_end - (_num(start.get(key)) or 0.0)
+
+
+def _verdict(err, q, q_ref, after_command_s, controller_diag=None):
+    """(lost, held_short): why the arm counts as lost, and why it ended short of its target though not lost ('' if
+    not). Lost: a joint beyond LOST_PEAK_JOINT_ERROR_RAD of its reference at any time, or, in a run lasting
+    LOST_SETTLE_S beyond the end of the command, farther than LOST_JOINT_ERROR_RAD from its target at the end (a run
+    stopped mid-move is judged by the peak rule only). An end short of the target while the controller's safe mode is
+    on at the end (its hold law, or the drives' hold once it yields: controller/safe_mode.py) is the degraded mode
+    doing what it is for - holding the arm, bringing it back at the pace its degraded loop allows (under starvation a
+    hold law ended 0.203 rad short 1.5 s after a 30 deg move, still returning) - held short, not lost; the peak rule
+    still applies."""
+    why, short = [], []
     if err.size:
         peak = np.abs(err).max(axis=0)
         final = np.abs(q[-1] - q_ref[-1])
+        diag = controller_diag or {}
+        safe = diag.get('safe_mode') == 'on'
         for j in range(peak.size):
             if peak[j] > LOST_PEAK_JOINT_ERROR_RAD:
                 why.append(f'joint {j} strayed {peak[j]:.3g} rad from its reference')
             elif after_command_s >= LOST_SETTLE_S and final[j] > LOST_JOINT_ERROR_RAD:
-                why.append(f'joint {j} ended {final[j]:.3g} rad from its target')
-    return '; '.join(why)
+                (short if safe else why).append(f'joint {j} ended {final[j]:.3g} rad from its target')
+        if short:
+            how = ("the drives' hold (the safe mode yielded)" if str(diag.get('safe_mode_not_commanding')) == 'True'
+                   else "the safe mode's hold law")
+            short = [f"{'; '.join(short)}, held by {how}: {diag.get('safe_mode_reason') or 'safe mode on'}"]
+    return '; '.join(why), '; '.join(short)
 
 
 def _validity_left(fig) -> str:
@@ -1128,12 +1152,17 @@ def _drive(args, model, runner, procs, recorder, progress):
               f'outside what the model describes)', file=sys.stderr)
     if summary['lost']:
         print(f'flexarm run: the arm was lost: {summary["lost"]}', file=sys.stderr)
+    elif summary['held_short']:
+        print(f'flexarm run: the move was not completed, the arm held short of its target (degraded, not lost): '
+              f'{summary["held_short"]}', file=sys.stderr)
     if record_problems:
         _fail('the recording is incomplete: ' + '; '.join(record_problems))
     if summary['lost'] or summary['validity_left']:
         return LOST_EXIT_CODE
     if record_problems:
         return RECORD_INCOMPLETE_EXIT_CODE
+    if summary['held_short']:
+        return HELD_SHORT_EXIT_CODE
     return 0
 
 
@@ -1265,7 +1294,9 @@ def _print_summary(s):
         print(f"  safe mode             {fmt(s['controller_safe_mode_entries'])} entries, "
               f"{fmt(s.get('controller_safe_mode_time_s'), ' s', digits=3)} on the hold law, not {s['controller']}'s "
               f"(last: {clip(s.get('controller_safe_mode_reason') or '?', 100)}); "
-              f"{fmt(s.get('controller_states_skipped'))} states skipped")
+              f"{fmt(s.get('controller_states_skipped'))} states skipped"
+              + (f", {fmt(s['controller_safe_mode_yields'])} yields to the drives' hold"
+                 if s.get('controller_safe_mode_yields') else ''))
     if s.get('controller_safe_mode_entries_at_start'):    # left before the move: not in the figures above
         print(f"  safe mode at start-up {fmt(s['controller_safe_mode_entries_at_start'])} entries before the move "
               f"(last: {clip(s.get('controller_safe_mode_reason_at_start') or '?', 100)})")
