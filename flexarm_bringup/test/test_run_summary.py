@@ -109,3 +109,77 @@ def test_safe_mode_entries_before_the_move_are_reported_apart(capsys):
     assert (k['controller_safe_mode_entries'], k['controller_safe_mode_entries_at_start']) == (1.0, 1.0)
     assert k['controller_safe_mode_reason'] == 'state 264 ms old'
     assert k['controller_safe_mode_time_s'] == pytest.approx(2.98)
+
+
+def test_a_real_time_move_waits_for_the_controllers_gain_cells():
+    """Issue 28 item 3: with an empty design cache the modal law's and the hold law's cells of the move were designed
+    during it, beside it (the strain estimate beside one CPU hog: 3 of 3 runs entered the safe mode, one 315 mm tip
+    RMS; after this, 2 of 2 clean at 14.1 mm). `flexarm run` sends the move's reference DESIGN_AHEAD_S ahead first and
+    waits until the controller has accepted it and says no cell is pending; a refusal fails the run; a controller
+    that never finishes designing delays the move by at most DESIGN_AHEAD_S / 2."""
+    import threading
+    import time as _time
+    from flexarm_bringup import runner as rn
+
+    class FakeRunner:
+        def __init__(self, diags):
+            self.lock = threading.Lock()
+            self.diags, self.published, self.controller_diag = list(diags), [], {}
+            self.design_wait_s = 0.0
+
+        def references_accepted(self):
+            return int(float(self.controller_diag.get('references_accepted', 0)))
+
+        def reference_refused(self):
+            return self.controller_diag.get('refused', '')
+
+        def publish_reference(self, t_start, *traj):
+            self.published.append(t_start)
+
+    class Procs:
+        def exited(self):
+            return []
+
+    class Progress:
+        lines = []
+
+        def line(self, msg):
+            self.lines.append(msg)
+
+    args = type('A', (), {'controller': 'modal'})()
+
+    def drive(fake, limit=None):
+        done = {}
+
+        def feed():
+            for d in fake.diags:                 # the controller's diagnostics as they come
+                with fake.lock:
+                    fake.controller_diag = d
+                _time.sleep(0.05)
+        t = threading.Thread(target=feed)
+        t.start()
+        done['err'] = rn._design_the_move_ahead(args, fake, Procs(), Progress(), 100.0, [0.0], [[0.0]], [[0.0]],
+                                                [[0.0]])
+        t.join()
+        return done['err']
+
+    fake = FakeRunner([{'references_accepted': '3', 'gain_cells_pending': '0'},      # before: not the preview's
+                       {'references_accepted': '4', 'gain_cells_pending': '27'},
+                       {'references_accepted': '4', 'gain_cells_pending': '5'},
+                       {'references_accepted': '4', 'gain_cells_pending': '0'}])
+    fake.controller_diag = fake.diags[0]
+    assert drive(fake) is None and fake.published == [100.0 + rn.DESIGN_AHEAD_S]
+    assert fake.controller_diag['gain_cells_pending'] == '0' and fake.design_wait_s >= 0.1
+    refused = FakeRunner([{'references_accepted': '3', 'gain_cells_pending': '0', 'refused': 'beyond the limits'}])
+    refused.controller_diag = {'references_accepted': '3', 'gain_cells_pending': '0'}
+    assert drive(refused) == 1
+    stuck = FakeRunner([{'references_accepted': '4', 'gain_cells_pending': '9'}])
+    stuck.controller_diag = {'references_accepted': '3', 'gain_cells_pending': '0'}
+    old = rn.DESIGN_AHEAD_S
+    rn.DESIGN_AHEAD_S = 0.4
+    try:
+        t0 = _time.monotonic()
+        assert drive(stuck) is None and _time.monotonic() - t0 < 1.5
+    finally:
+        rn.DESIGN_AHEAD_S = old
+    assert any('still being designed' in x for x in Progress.lines)

@@ -53,6 +53,28 @@ def test_cells_are_designed_at_the_duty_cycle_and_stop_ends_the_rest_at_once():
     assert not d._thread.is_alive() and stopped_in < 0.5 * rest, stopped_in    # not slept out (0.30 s of 0.3 before)
 
 
+def test_pending_counts_every_cell_asked_for_until_it_is_installed():
+    """`pending` (the controller's `gain_cells_pending`, which `flexarm run` waits on before a real-time move):
+    queued cells, cells the law fell back from, and the one being designed all count until it is installed."""
+    law = SlowLaw(0.3)
+    d = GainDesigner(law)
+    d.request([(0,), (1,)])
+    law.wanted.append((2,))
+    assert d.pending() == 3
+    d.start()
+    try:
+        t0 = time.monotonic()
+        while not law.installed and time.monotonic() - t0 < 5.0:
+            assert d.pending() == 3 or law.installed, d.pending()       # taken from the queue: still pending
+            time.sleep(0.002)
+        t1 = time.monotonic()
+        while d.pending() and time.monotonic() - t1 < 10.0:
+            time.sleep(0.005)
+        assert d.pending() == 0 and set(law.installed) == {(0,), (1,), (2,)}
+    finally:
+        d.stop()
+
+
 # ---------------------------------------------------------------------------------------------- the design process
 def _same(a, b):
     """Designs equal to the last bit (tuples of arrays, or HoldDesign dataclasses)."""

@@ -95,6 +95,7 @@ class GainDesigner:
         self._thread = None
         self.designed = 0
         self.failures = 0
+        self._designing = False            # a cell taken from the queue and not installed yet
         self.worker_failures = 0           # consecutive failures of the design process
 
     def request(self, keys):
@@ -103,6 +104,11 @@ class GainDesigner:
                 if k not in self._queue:
                     self._queue.append(k)
             self._cv.notify()
+
+    def pending(self) -> int:
+        """Cells asked for and not installed yet (queued, wanted by the law, or being designed)."""
+        with self._cv:
+            return len(self._queue) + len(self.law.wanted) + int(self._designing)
 
     def request_configurations(self, qs):
         """Queue the cells the joint configurations qs need."""
@@ -134,6 +140,7 @@ class GainDesigner:
                     if k not in self._queue:
                         self._queue.append(k)
                 if self._queue:
+                    self._designing = True
                     return self._queue.pop(0)
                 self._cv.wait(0.05)
         return None
@@ -170,11 +177,13 @@ class GainDesigner:
                 return
             except Exception as e:  # noqa: BLE001 - the law keeps using its nearest cell; reported in diagnostics
                 self.failures += 1
+                self._designing = False
                 if self.log is not None:
                     self.log('warn', f'gain design of cell {key} failed: {e!r}')
                 continue
             self.law.install(key, design, gen)
             self.designed += 1
+            self._designing = False
             if busy > 0.0:
                 rest = busy * (1.0 / DUTY - 1.0)
                 with self._cv:                  # stop() ends the rest at once (a loaded machine's rest lasts seconds)

@@ -340,6 +340,8 @@ class ControllerRuntime:
             v.update(gain_cells_designed=self.designer.designed, gain_design_failures=self.designer.failures)
         if self.hold_designer is not None:
             v.update(hold_cells_designed=self.hold_designer.designed, hold_design_failures=self.hold_designer.failures)
+        if self.designer is not None or self.hold_designer is not None:
+            v['gain_cells_pending'] = sum(d.pending() for d in (self.designer, self.hold_designer) if d is not None)
         if self.design_worker is not None and (self.designer or self.hold_designer):
             v.update(gain_design_process_starts=self.design_worker.starts,
                      gain_cells_from_disk_cache=self.design_worker.cache_hits)
