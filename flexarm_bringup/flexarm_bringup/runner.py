@@ -1008,15 +1008,14 @@ def _design_the_move_ahead(args, runner, procs, progress, t_now, times, q, qd, q
         with runner.lock:
             diag = dict(runner.controller_diag)
         pending = _num(diag.get('gain_cells_pending'))
-        runner.design_wait_s = time.monotonic() - t0
+        waited = runner.design_wait_s = time.monotonic() - t0
         if int(_num(diag.get('references_accepted')) or 0) > accepted and pending == 0:
             if said:
-                progress.line(f'{args.controller}: the move\'s gain cells designed in {time.monotonic() - t0:.1f} s')
+                progress.line(f'{args.controller}: the move\'s gain cells designed in {waited:.1f} s')
             return None
         why = runner.reference_refused()
         if why:
             return _fail(f'{args.controller} refused the move: {why}')
-        waited = time.monotonic() - t0
         if procs.exited() or waited > DESIGN_AHEAD_S / 2:
             progress.line(f'{args.controller}: {pending:g} gain cells of the move still being designed after '
                           f'{waited:.0f} s: the move starts')

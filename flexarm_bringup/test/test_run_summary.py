@@ -111,7 +111,7 @@ def test_safe_mode_entries_before_the_move_are_reported_apart(capsys):
     assert k['controller_safe_mode_time_s'] == pytest.approx(2.98)
 
 
-def test_a_real_time_move_waits_for_the_controllers_gain_cells():
+def test_a_real_time_move_waits_for_the_controllers_gain_cells(monkeypatch):
     """Issue 28 item 3: with an empty design cache the modal law's and the hold law's cells of the move were designed
     during it, beside it (the strain estimate beside one CPU hog: 3 of 3 runs entered the safe mode, one 315 mm tip
     RMS; after this, 2 of 2 clean at 14.1 mm). `flexarm run` sends the move's reference DESIGN_AHEAD_S ahead first and
@@ -175,11 +175,7 @@ def test_a_real_time_move_waits_for_the_controllers_gain_cells():
     assert drive(refused) == 1
     stuck = FakeRunner([{'references_accepted': '4', 'gain_cells_pending': '9'}])
     stuck.controller_diag = {'references_accepted': '3', 'gain_cells_pending': '0'}
-    old = rn.DESIGN_AHEAD_S
-    rn.DESIGN_AHEAD_S = 0.4
-    try:
-        t0 = _time.monotonic()
-        assert drive(stuck) is None and _time.monotonic() - t0 < 1.5
-    finally:
-        rn.DESIGN_AHEAD_S = old
+    monkeypatch.setattr(rn, 'DESIGN_AHEAD_S', 0.4)
+    t0 = _time.monotonic()
+    assert drive(stuck) is None and _time.monotonic() - t0 < 1.5
     assert any('still being designed' in x for x in Progress.lines)

@@ -173,17 +173,17 @@ class GainDesigner:
             gen = self.law.generation
             try:
                 design, busy = self._design(key, gen)
+                self.law.install(key, design, gen)
+                self.designed += 1
             except WorkerProcessError:          # stopped meanwhile
                 return
             except Exception as e:  # noqa: BLE001 - the law keeps using its nearest cell; reported in diagnostics
                 self.failures += 1
-                self._designing = False
                 if self.log is not None:
                     self.log('warn', f'gain design of cell {key} failed: {e!r}')
                 continue
-            self.law.install(key, design, gen)
-            self.designed += 1
-            self._designing = False
+            finally:
+                self._designing = False
             if busy > 0.0:
                 rest = busy * (1.0 / DUTY - 1.0)
                 with self._cv:                  # stop() ends the rest at once (a loaded machine's rest lasts seconds)
