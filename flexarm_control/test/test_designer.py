@@ -260,16 +260,17 @@ def test_the_real_time_estimator_never_designs_in_a_tick_and_its_process_designs
     values = dict(econfig.TABLE.defaults(), **{k: v for k, v in pre.items() if k in econfig.TABLE})
     rt = EstimatorRuntime(model, values, design_ahead=True)
     kf = rt.filter
-    assert len(kf._cells) == 9 and not kf.design_on_demand                 # 3 x 3 around the nominal configuration
+    # joint 0 is cyclic (laws/schedule.py): the cells one step along joint 1 around the nominal configuration
+    assert len(kf._cells) == 3 and not kf.design_on_demand
     designs = kf.n_designs
-    q = np.array([0.62, -0.41])                                            # cell (6, -4): two steps away on joint 1
+    q = np.array([0.62, -0.41])                                            # cell (0, -4): three steps away on joint 1
     key = kf.cell_key(q)
     stand_in = kf.cell(q)
     assert kf.n_designs == designs and key not in kf._cells
-    assert stand_in is kf._cells[(1, -1)]                                  # the nearest designed cell
-    assert list(kf.wanted)[0] == key and len(kf.wanted) == 9                 # the cell first, then its neighbours
+    assert key == (0, -4) and stand_in is kf._cells[(0, -1)]               # the nearest designed cell
+    assert list(kf.wanted) == [(0, -4), (0, -5), (0, -3)]                  # the cell first, then its neighbours
     kf.cell(q)
-    assert len(kf.wanted) == 9                                             # listed once
+    assert len(kf.wanted) == 3                                             # listed once
 
     def same(a, b):
         for f in ('z_eq', 'tau_eq', 'Phi', 'Q', 'H_accel'):

@@ -42,8 +42,9 @@ the return's offset on the joints): the plan's torque is what moves the arm alon
 feedback keeps it there. In process (test_safe_mode.py, the standard move, two entries into the safe mode on a
 loaded transport with a trigger_count of 3) the tip stays within 1.2 mm RMS of its path; tracking the rigid reference
 it lagged 69 mm.
-Gains are scheduled on the reference configuration on a grid (`schedule_step`) and interpolated multilinearly (no
-torque steps between cells); cells are designed ahead by a GainDesigner thread in real time, on demand in process.
+Gains are scheduled on the reference configuration on a grid (`schedule_step`, laws/schedule.py: joint 0 of an arm
+turning about gravity's axis is cyclic, not gridded) and interpolated multilinearly (no torque steps between cells);
+cells are designed ahead by a GainDesigner thread in real time, on demand in process.
 
 The supervisor (`SafeMode`) per state:
   * implausible (joint angle beyond its limits + JOINT_MARGIN, joint rate beyond RATE_FACTOR x its limit, a link's
@@ -102,7 +103,8 @@ import numpy as np
 import scipy.linalg
 
 from ..laws.base import ControlLaw, rigid_model_of
-from ..laws.modal import delayed_discretization, grid_corners
+from ..laws.modal import delayed_discretization
+from ..laws.schedule import ScheduleGrid
 from ..laws.reference import ReferenceManager
 
 PHASE_RESERVE = math.radians(30.0)   # phase kept for the hold loop itself when choosing the controlled modes
@@ -331,9 +333,7 @@ class SafeHoldLaw(ControlLaw):
         self.schedule_step = float(schedule_step)
         self.feedforward = bool(feedforward)
         self.rigid = rigid_model_of(model)
-        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
-        self._q_lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
-        self._q_hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
+        self._schedule = ScheduleGrid(model, self.schedule_step)        # laws/schedule.py
         self._cache = {}
         self.design_on_demand = True
         self.wanted = collections.deque()
@@ -362,15 +362,13 @@ class SafeHoldLaw(ControlLaw):
     generation = 0
 
     def _key(self, q):
-        x = np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi) / self.schedule_step
-        return tuple(int(k) for k in np.round(x))
+        return self._schedule.nearest(q)
 
     def _corners(self, q):
-        return grid_corners(np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi) / self.schedule_step)
+        return self._schedule.corners(q)
 
     def design_cell(self, key):
-        d = design_hold(self.model, np.array(key, dtype=float) * self.schedule_step, self.envelope,
-                        self.nominal.authority)
+        d = design_hold(self.model, self._schedule.configuration(key), self.envelope, self.nominal.authority)
         self.n_designs += 1
         return d
 
@@ -406,7 +404,8 @@ class SafeHoldLaw(ControlLaw):
         return d
 
     def gain(self, q):
-        """(K, z_eq) at q: multilinear interpolation of the corner designs (unstable cells: the nominal design)."""
+        """(K, z_eq) at q: multilinear interpolation of the corner designs (unstable cells: the nominal design), the
+        static equilibrium placed at q's cyclic joint angles (laws/schedule.py)."""
         K = z_eq = None
         for key, w in self._corners(q):
             d = self._cell(key)
@@ -414,7 +413,7 @@ class SafeHoldLaw(ControlLaw):
                 d = self.nominal
             K = w * d.K if K is None else K + w * d.K
             z_eq = w * d.z_eq if z_eq is None else z_eq + w * d.z_eq
-        return K, z_eq
+        return K, self._schedule.place(z_eq, q)
 
     def feedback_matrix(self, q):
         return self.gain(q)[0]
@@ -424,7 +423,8 @@ class SafeHoldLaw(ControlLaw):
         the vibration of the modes the hold leaves alone (a return starts from it: the instantaneous joint rate of
         the De Luca elbow carries its 29 Hz mode, several rad/s when it rings)."""
         d = self._cell(self._key(z[self.qi]))
-        dz = d.P @ (d.W @ (z - d.z_eq)) + d.z_eq
+        z_eq = self._schedule.place(d.z_eq.copy(), z[self.qi])
+        dz = d.P @ (d.W @ (z - z_eq)) + z_eq
         dzd = d.P @ (d.W @ zd)
         return dz[self.qi], dzd[self.qi]
 

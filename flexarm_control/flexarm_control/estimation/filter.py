@@ -40,6 +40,8 @@ from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.model.kernels import INTERNAL, KERNEL_LONG, KERNEL_NO_NRT, forward_dynamics, kernel, link_frames
 from flexarm_sim.model.sensing import TIP_ACCEL_STEP, SensorSet, strain_matrix
 
+from ..laws.schedule import ScheduleGrid
+
 RK4_SAFETY = 0.5
 ACCEL_REL_STEP = 1e-6          # relative step of the accelerometer model's forward differences in (z, zd)
 
@@ -243,9 +245,7 @@ class ModalKalmanFilter:
         self.S = strain_matrix(model, sensors.gauges) if sensors.gauges else np.zeros((0, N))
         h = largest_stable_rk4_step(model, model.spec.nominal_configuration)
         self.substeps = max(1, int(math.ceil(self.dt / (RK4_SAFETY * h)))) if math.isfinite(h) and h > 0 else 1
-        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
-        self._q_lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
-        self._q_hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
+        self._schedule = ScheduleGrid(model, self.schedule_step)         # laws/schedule.py
         self._cells = {}                   # cell key -> Cell
         self._stationary = {}              # cell key -> stationary covariance (or None)
         self.design_on_demand = True       # False (real time): cells designed ahead (see `cell`)
@@ -267,15 +267,15 @@ class ModalKalmanFilter:
 
     # ------------------------------------------------------------------ schedule
     def cell_key(self, q):
-        q = np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi)
-        return tuple(int(k) for k in np.round(q / self.schedule_step))
+        return self._schedule.nearest(q)
 
     def cell(self, q) -> Cell:
         """The design of q's cell. In process (`design_on_demand`) a missing one is designed here. In real time
         (False) a cell is 1-5 ms of CPU (static equilibrium, linearization, e^{A dt}): designed inside a tick it
         made the estimates late by as much, 27 times in the standard move (bench_estimation, issue 28); so when the
-        state enters a cell, the cell and its neighbours (one step along every joint) not designed yet are listed in
-        `wanted` for a GainDesigner (controller/designer.py: a process of its own, the designs kept on disk), and
+        state enters a cell, the cell and its neighbours (one step along every joint but a cyclic one,
+        laws/schedule.py) not designed yet are listed in `wanted` for a GainDesigner (controller/designer.py: a
+        process of its own, the designs kept on disk), and
         the nearest designed cell carries the covariance meanwhile (Phi and Q change little over one 0.1 rad step;
         the state itself is predicted by the nonlinear model)."""
         key = self.cell_key(q)
@@ -300,9 +300,9 @@ class ModalKalmanFilter:
         return c
 
     def _neighbourhood(self, key):
-        """key first, then the cells one step away along any joints (3^n - 1)."""
+        """key first, then the cells one step away along any joints but the cyclic ones (3^n - 1 without them)."""
         out = [key]
-        for d in itertools.product((0, -1, 1), repeat=len(key)):
+        for d in itertools.product(*[(0,) if c else (0, -1, 1) for c in self._schedule.cyclic]):
             k = tuple(a + b for a, b in zip(key, d))
             if k != key:
                 out.append(k)
@@ -313,7 +313,7 @@ class ModalKalmanFilter:
 
     def design_cell(self, key) -> Cell:
         """The design of cell `key` (pure: nothing of the filter changes but the design count)."""
-        return self.design(np.array(key, dtype=float) * self.schedule_step)
+        return self.design(self._schedule.configuration(key))
 
     def design_recipe(self):
         """(class, keyword arguments) that build a filter of the same designs (a design process builds it)."""

@@ -12,7 +12,8 @@ The gain comes from the arm linearized at its static equilibrium at joint angles
 Gain scheduling: q_s is the measured configuration (`schedule_on='state'`; 'reference': the reference's, which
 a real-time user can design ahead with `prefetch` — a tracking error then never asks for an unplanned design) on a
 grid of `schedule_step` rad: gains are designed (and cached) at the grid points and interpolated multilinearly
-between the 2^n points around q_s, so they vary continuously with the configuration.
+between the 2^n points around q_s, so they vary continuously with the configuration (laws/schedule.py; on an arm
+turning about gravity's axis joint 0 is cyclic and the grid spans the other joints only).
 
 Weights (Bryson's rule: each quantity divided by its allowed excursion, each input by its allowed torque), on
 physical quantities only:
@@ -170,23 +171,7 @@ from flexarm_sim.model.equilibrium import static_equilibrium  # noqa: F401  (re-
 from flexarm_sim.common.params import DERIVED, Param, boolean, float_range
 
 from .base import ControlLaw, rigid_model_of
-
-
-def grid_corners(x):
-    """[(cell key, weight)]: the corners of the grid cell containing x (grid units) with their multilinear
-    interpolation weights, corners of zero weight left out (the gain schedules of this law and of the safe mode)."""
-    lo = np.floor(x)
-    frac = x - lo
-    out = [((), 1.0)]
-    for j in range(x.size):
-        nxt = []
-        for key, w in out:
-            if 1.0 - frac[j] > 1e-12:
-                nxt.append((key + (int(lo[j]),), w * (1.0 - frac[j])))
-            if frac[j] > 1e-12:
-                nxt.append((key + (int(lo[j]) + 1,), w * frac[j]))
-        out = nxt
-    return out
+from .schedule import ScheduleGrid, grid_corners  # noqa: F401 - grid_corners: the schedules' one owner
 
 
 def tip_jacobian(model, z, eps=1e-6):
@@ -429,9 +414,6 @@ class ModalLQR(ControlLaw):
         # put in `wanted` and the nearest designed cell is used meanwhile
         self.design_on_demand = True
         self.wanted = collections.deque()
-        lims = np.array([js.position_limits for js in model.spec.joints], dtype=float)
-        self._q_lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
-        self._q_hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
         self.n_designs = 0
 
     @classmethod
@@ -469,6 +451,7 @@ class ModalLQR(ControlLaw):
                 raise ValueError(f'{k} must be finite and > 0')
         self._requested.update({k: (None if v is None else float(v)) for k, v in p.items()})
         self._params = self._derived(self._requested)
+        self._schedule = ScheduleGrid(self.model, self._params['schedule_step'])
         self._cache = {}
         self._packed = {}
         self._active_Ki = None
@@ -707,13 +690,9 @@ class ModalLQR(ControlLaw):
         self.robust_unconverged += scale < 1.0 or not converged
         return K
 
-    def _grid(self, q):
-        """q on the schedule grid (grid units), clipped to the joint limits: the schedule covers the workspace."""
-        return np.clip(np.asarray(q, dtype=float), self._q_lo, self._q_hi) / self._params['schedule_step']
-
     def _corners(self, q):
-        """Grid cells around q and their multilinear weights (cells of zero weight left out)."""
-        return grid_corners(self._grid(q))
+        """Grid cells around q and their multilinear weights (cells of zero weight left out; laws/schedule.py)."""
+        return self._schedule.corners(q)
 
     def _cell(self, key):
         g = self._cache.get(key)
@@ -732,7 +711,7 @@ class ModalLQR(ControlLaw):
         """The design of one grid cell (pure: no state of the law changes except the design count):
         design_delayed's (K, K_i, z_eq, tau_eq, K_u) and the reference prediction's (K_0, K_f) (module docstring,
         "Reference over the delay"; empty (n, 0) arrays when the law does not predict)."""
-        design, (A, B) = self._design_at(np.array(key, dtype=float) * self._params['schedule_step'])
+        design, (A, B) = self._design_at(self._schedule.configuration(key))
         if not self.prediction_periods:
             return design + (np.zeros((self.n, 0)),) * 2
         return design + self.reference_prediction(design[0], A, B)
@@ -761,8 +740,9 @@ class ModalLQR(ControlLaw):
         designs at the corners of q's grid cell (2^n designs per cell, each cached), so the torque does not jump
         when q crosses a cell boundary (a nearest-cell schedule put steps of ~0.02 N m into the De Luca elbow torque
         at every crossing, 10 % of its range). Once all corners of a cell are designed, the cell's designs are kept
-        flattened in one (2^n, L) array and the interpolation is one weighted sum."""
-        x = self._grid(q)
+        flattened in one (2^n, L) array and the interpolation is one weighted sum. The static equilibrium is placed at
+        the cyclic joints' angles of q (laws/schedule.py)."""
+        x = self._schedule.grid(q)
         lo = np.floor(x)
         cell = tuple(lo.astype(int))
         packed = self._packed.get(cell)
@@ -773,17 +753,21 @@ class ModalLQR(ControlLaw):
             for key, w in self._corners(q):
                 g = self._cell(key)
                 acc = [w * v for v in g] if acc is None else [a + w * v for a, v in zip(acc, g)]
+            self._schedule.place(acc[2], q)
             self._active_Ki = acc[1]
             return tuple(acc)
         frac = x - lo
         flat = np.prod(np.where(self._corner_bits, frac, 1.0 - frac), axis=1) @ packed
         out = tuple(flat[a:b].reshape(shape) for a, b, shape in self._pack_layout)
+        self._schedule.place(out[2], q)
         self._active_Ki = out[1]
         return out
 
     def _pack(self, cell):
-        """Flattened designs of all 2^n corners of `cell` (None unless all are designed)."""
-        corners = [tuple(c + b for c, b in zip(cell, bits)) for bits in self._corner_bits.astype(int).tolist()]
+        """Flattened designs of all 2^n corners of `cell` (None unless all are designed; a cyclic joint's one grid
+        coordinate stands for both of its corners, whose weights sum to 1)."""
+        bits = self._corner_bits & ~self._schedule.cyclic
+        corners = [tuple(c + b for c, b in zip(cell, row)) for row in bits.astype(int).tolist()]
         designs = [self._cache.get(k) for k in corners]
         if any(g is None for g in designs):
             return None

@@ -2,7 +2,7 @@
 from .arm_model import ArmModel
 from .integrators import (ArmState, IntegrationError, SubstepError, auto_substeps, largest_stable_rk4_step,
                           step)
-from .linearize import joint_hf_inertia, linearize, whole_arm_modes, zero_order_hold
+from .linearize import cyclic_joints, joint_hf_inertia, linearize, whole_arm_modes, zero_order_hold
 from .simulate import SimulationResult, replay, simulate, validity_limit
 from .spec import ArmSpec, ArmSpecError, arm_from_dict, load_arm, rigid_limit
 
@@ -15,6 +15,6 @@ def load_model(path_or_spec) -> ArmModel:
 
 
 __all__ = ['ArmModel', 'ArmState', 'IntegrationError', 'SubstepError', 'auto_substeps', 'validity_limit',
-           'largest_stable_rk4_step', 'step', 'joint_hf_inertia', 'linearize', 'zero_order_hold',
+           'largest_stable_rk4_step', 'step', 'cyclic_joints', 'joint_hf_inertia', 'linearize', 'zero_order_hold',
            'whole_arm_modes', 'SimulationResult', 'simulate', 'replay', 'ArmSpec', 'ArmSpecError', 'arm_from_dict',
            'load_arm', 'rigid_limit', 'load_model']

@@ -41,6 +41,22 @@ class Linearization:
         return A, B
 
 
+def cyclic_joints(spec, tol=1e-9) -> np.ndarray:
+    """(n_joints,) bool: the joints whose angle is a cyclic coordinate of the arm - one its Lagrangian does not depend
+    on (Goldstein, Classical Mechanics, sec. 2.6). Joint 0 is cyclic when gravity is zero or along its axis (the base
+    frame's z, DH): turning the whole arm about that fixed axis changes neither its kinetic and strain energies nor its
+    gravity potential, so a static equilibrium (but for that angle) and the linearization about it are the same at
+    every angle of joint 0 (test_linearize.py checks it against linearizations at several angles). The axes of the
+    later joints move with the arm; the hard stops act only beyond the position limits."""
+    out = np.zeros(spec.n_joints, dtype=bool)
+    if spec.n_joints:
+        g = np.asarray(spec.gravity, dtype=float)
+        axis = np.asarray(spec.base_transform, dtype=float)[:3, 2]
+        norm = float(np.linalg.norm(g))
+        out[0] = norm == 0.0 or float(np.linalg.norm(np.cross(axis, g))) <= tol * norm
+    return out
+
+
 def zero_order_hold(A, B, dt):
     """(Phi, Gamma) of x' = A x + B u sampled every dt with u held: Phi = e^{A dt}, Gamma = int_0^dt e^{As} ds B, both
     from one exponential of the block matrix [[A, B], [0, 0]] dt (Van Loan 1978). The one discretization of the
