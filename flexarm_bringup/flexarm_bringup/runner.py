@@ -995,7 +995,8 @@ def _design_the_move_ahead(args, runner, procs, progress, t_now, times, q, qd, q
     waits until the controller says no cell of its schedules is pending (`gain_cells_pending` in its diagnostics, at
     most DESIGN_AHEAD_S / 2); then the move's own reference replaces it. The controller designs a reference's cells
     when it accepts it, in its design process; with an empty design cache (a fresh clone, a new arm) the modal law's
-    and the hold law's ~90 cells of the 30 deg move were designed during the move, beside it: on the strain estimate
+    and the hold law's cells of the 30 deg move (28 then; 10 since joint 0 is cyclic, laws/schedule.py) were designed
+    during the move, beside it: on the strain estimate
     beside one CPU hog 2 of 2 such runs entered the safe mode on late states (36-53 mm tip RMS, 1 filter reset),
     against 12 of 13 clean runs at 14.0-14.5 mm with the cells on disk; the design itself (8-19 s of its process
     there) makes states late, so the move waits for it. None (go on) or the exit code."""

@@ -171,7 +171,7 @@ from flexarm_sim.model.equilibrium import static_equilibrium  # noqa: F401  (re-
 from flexarm_sim.common.params import DERIVED, Param, boolean, float_range
 
 from .base import ControlLaw, rigid_model_of
-from .schedule import ScheduleGrid, grid_corners  # noqa: F401 - grid_corners: the schedules' one owner
+from .schedule import ScheduleGrid
 
 
 def tip_jacobian(model, z, eps=1e-6):
