@@ -37,14 +37,15 @@ def grid_corners(x):
 
 
 class ScheduleGrid:
-    """The grid of `step` rad over the joint angles of `model` (module docstring)."""
+    """The grid of `step` rad over the joint angles of `model` (module docstring); `cyclic` (n_joints bools) overrides
+    the arm's cyclic joints (bench_schedule.py compares the full grid)."""
 
-    def __init__(self, model, step):
+    def __init__(self, model, step, cyclic=None):
         self.step = float(step)
         lims = np.array([js.position_limits for js in model.spec.joints], dtype=float).reshape(-1, 2)
         self.lo = np.where(np.isfinite(lims[:, 0]), lims[:, 0], -1e3)
         self.hi = np.where(np.isfinite(lims[:, 1]), lims[:, 1], 1e3)
-        self.cyclic = cyclic_joints(model.spec)
+        self.cyclic = cyclic_joints(model.spec) if cyclic is None else np.asarray(cyclic, dtype=bool).copy()
         self.reference_angle = np.clip(0.0, self.lo, self.hi)    # where a cyclic joint's designs are made
         self._qi = np.asarray(model.q_index)
 
