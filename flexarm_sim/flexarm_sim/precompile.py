@@ -35,6 +35,7 @@ from numba.core.registry import CPUDispatcher
 from .common.signals import held
 from .arms import resolve_arm
 from .model import load_model, replay, simulate, trajectory
+from .model.integrators import METHODS
 from .plant.engine import PlantCore, state_ok
 from .plant.outputs import ArmOutputs, StateOutputs
 
@@ -103,7 +104,7 @@ def _notice(log, message):
 def warm_kernels(model):
     """Run every kernel entry point the plant, the controllers and the runner use, once, on `model`."""
     z, zd = np.zeros(model.n_coords), np.zeros(model.n_coords)
-    for method in ('rk4', 'midpoint'):
+    for method in METHODS:
         PlantCore(model, 1e-3, 1, method).warm_up()
     state_ok(z, zd, 1.0, 1.0)
     StateOutputs(model).compute(z, zd)

@@ -4,7 +4,7 @@ from .integrators import (ArmState, IntegrationError, SubstepError, auto_substep
                           step)
 from .linearize import cyclic_joints, joint_hf_inertia, linearize, whole_arm_modes, zero_order_hold
 from .simulate import SimulationResult, replay, simulate, validity_limit
-from .spec import ArmSpec, ArmSpecError, arm_from_dict, load_arm, rigid_limit
+from .spec import ArmSpec, ArmSpecError, arm_from_dict, conservative, load_arm, rigid_limit
 
 
 def load_model(path_or_spec) -> ArmModel:
@@ -17,4 +17,4 @@ def load_model(path_or_spec) -> ArmModel:
 __all__ = ['ArmModel', 'ArmState', 'IntegrationError', 'SubstepError', 'auto_substeps', 'validity_limit',
            'largest_stable_rk4_step', 'step', 'cyclic_joints', 'joint_hf_inertia', 'linearize', 'zero_order_hold',
            'whole_arm_modes', 'SimulationResult', 'simulate', 'replay', 'ArmSpec', 'ArmSpecError', 'arm_from_dict',
-           'load_arm', 'rigid_limit', 'load_model']
+           'load_arm', 'rigid_limit', 'conservative', 'load_model']

@@ -31,14 +31,14 @@ KernelData = namedtuple('KernelData', [
 
 Workspace = namedtuple('Workspace', [
     'NN',      # (3, N, N): mass matrix J, Cholesky factor L, Newton matrix S
-    'VN',      # (8, N): rhs, then the integrators' z0, v0, zs, vs, k1, k2, k3
+    'VN',      # (8, N): rhs, then the integrators' scratch (rk4: z0, v0, zs, vs, acc, dz, dv; gauss: K1, K2, Zs, Vs, T)
     'J3N',     # (4, 3, N): Jacobians: previous tip (angular, linear), link (linear, angular)
     'B6',      # (2, 6, N): body Jacobian A and M11 A
     'Ak',      # (mmax, 3, 3): dI / d delta_k
     'HP',      # (2, 3, mmax): H(delta), P(delta)
     'BR', 'BJ', 'Bkin',     # per body (n + 1): rotation, Jacobians (linear, angular), (v, omega, a, alpha)
     'fs_v', 'fs_hc', 'fs_W',     # foreshortening contractions (kernels.dynamics_terms)
-    'step_addr',  # (2,) int64: addresses of rk4_step, midpoint_step (simulation loops; kernels.step_addresses)
+    'step_addr',  # (3,) int64: addresses of rk4_step, midpoint_step, gauss_step (simulation loops; kernels.step_addresses)
     'dyn_addr',   # address of the compiled dynamics_terms (kernels.call_dynamics_terms)
 ])
 
@@ -362,7 +362,7 @@ class ArmModel:
             NN=e((3, N, N)), VN=e((8, N)), J3N=e((4, 3, N)), B6=e((2, 6, N)),
             Ak=e((mmax, 3, 3)), HP=e((2, 3, mmax)), BR=e((n + 1, 3, 3)), BJ=e((2, n + 1, 3, N)),
             Bkin=e((n + 1, 4, 3)), fs_v=e((8, mmax)), fs_hc=e((mmax, 4)), fs_W=e((3, mmax, mmax)),
-            step_addr=np.zeros(2, dtype=np.int64), dyn_addr=0,
+            step_addr=np.zeros(3, dtype=np.int64), dyn_addr=0,
         )
         return ws._replace(dyn_addr=kernels.dynamics_address(self.data, ws))
 

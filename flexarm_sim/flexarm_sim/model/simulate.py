@@ -11,9 +11,10 @@
   * a compiled law, an @njit function law(t, z, zd) -> array (n_joints,) that does not modify z, zd — the whole
     loop, law included, runs inside numba;
   * any Python callable (t, z, zd) -> tau, e.g. a control law object — a Python loop around numba steps.
-The dynamics are integrated with `substeps` sub-steps per period; by default (None) the plant's rule
-(integrators.auto_substeps: RK4 resolves the fastest linearized mode, and the hard stops' contact while a joint
-can reach its stop).
+The dynamics are integrated by `method` ('rk4', 'midpoint' or 'gauss': integrators.METHODS; 'gauss' keeps the
+energy of free motion, rk4 damps stiff modes numerically) with `substeps` sub-steps per period; by default (None)
+the plant's rule (integrators.auto_substeps: RK4 stable on the fastest linearized mode, gauss accurate on it, and
+the hard stops' contact while a joint can reach its stop).
 
 Validity: the assumed-modes kinematics hold for moderate deflections. `res.relative_deflection` is each link's
 tip deflection over its length; a run whose largest value exceeds `validity_limit(model)` (VALIDITY_LIMIT with
@@ -32,7 +33,8 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from . import kernels
-from .integrators import MIDPOINT_MAX_ITER, MIDPOINT_TOL, IntegrationError, auto_substeps, has_stops
+from .integrators import (METHODS, MIDPOINT_MAX_ITER, MIDPOINT_TOL, IntegrationError, auto_substeps, has_stops,
+                          method_code)
 
 # Largest tip deflection / link length within the model's stated validity (see the module docstring).
 VALIDITY_LIMIT = 0.15
@@ -136,12 +138,12 @@ def _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE,
 
 
 @kernels.kernel(**kernels.INTERNAL)
-def _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint):
+def _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, method):
     """One period with the sub-step count of the plant's rule (more while a joint can reach its stop)."""
     n_sub = n_free
     if stops and kernels.stops_within_reach(d, z, zd, dt):
         n_sub = n_contact
-    return kernels.call_step(d, ws, z, zd, tau, dt, n_sub, midpoint, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
+    return kernels.call_step(d, ws, z, zd, tau, dt, n_sub, method, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
 
 
 @kernels.kernel(**kernels.INTERNAL)
@@ -153,7 +155,7 @@ def _finite(z, zd):
 
 
 @kernels.kernel(**kernels.KERNEL_LONG)
-def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
+def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, method, want_energy, tau0,
                  Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
     """The whole run under sampled torques (row k for period k, the last row held). Returns the index of the
     period that failed, or -1."""
@@ -165,13 +167,13 @@ def _run_samples(d, ws, z, zd, taus, dt, n_free, n_contact, stops, midpoint, wan
         for i in range(tau.shape[0]):
             TAU[k, i] = tau[i]
         if k < K:
-            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, method) and _finite(z, zd)):
                 return k
     return -1
 
 
 @kernels.kernel(**kernels.KERNEL)
-def _run_law(law, d, ws, z, zd, dt, n_free, n_contact, stops, midpoint, want_energy, tau0, tau,
+def _run_law(law, d, ws, z, zd, dt, n_free, n_contact, stops, method, want_energy, tau0, tau,
              Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
     """The whole run under a compiled law tau = law(t, z, zd). Returns the failing period, or -1."""
     K = Z.shape[0] - 1
@@ -182,13 +184,13 @@ def _run_law(law, d, ws, z, zd, dt, n_free, n_contact, stops, midpoint, want_ene
             tau[i] = out[i]
             TAU[k, i] = out[i]
         if k < K:
-            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, method) and _finite(z, zd)):
                 return k
     return -1
 
 
 @kernels.kernel(**kernels.KERNEL_NO_NRT)
-def _run_one(d, ws, k, z, zd, tau, dt, n_free, n_contact, stops, midpoint, want_energy, tau0,
+def _run_one(d, ws, k, z, zd, tau, dt, n_free, n_contact, stops, method, want_energy, tau0,
              Z, ZD, TAU, TIP, DEFL, E, RF, pL, RE, pE):
     """Period k of a run driven from Python: record sample k (with the torque tau chosen for it), then advance
     unless k is the last sample. False if the step failed."""
@@ -196,13 +198,13 @@ def _run_one(d, ws, k, z, zd, tau, dt, n_free, n_contact, stops, midpoint, want_
     for i in range(tau.shape[0]):
         TAU[k, i] = tau[i]
     if k < Z.shape[0] - 1:
-        return _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)
+        return _advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, method) and _finite(z, zd)
     return True
 
 
 @kernels.kernel(**kernels.KERNEL_LONG)
 def _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, delay, dt, n_free, n_contact, stops,
-                midpoint, tau, Z, ZD, TAU):
+                method, tau, Z, ZD, TAU):
     """The whole run of a recorded closed loop (`replay`): period k applies
     scale (taus[k] + kp (q_meas[k-delay] - offset - q[k-delay]) + kd (qd_meas[k-delay] - qd[k-delay])) at the joints
     (no correction before sample `delay`). Returns the failing period, or -1."""
@@ -222,14 +224,14 @@ def _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, dela
             tau[j] = scale[j] * u
             TAU[k, j] = tau[j]
         if k < K:
-            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+            if not (_advance(d, ws, z, zd, tau, dt, n_free, n_contact, stops, method) and _finite(z, zd)):
                 return k
     return -1
 
 
 @kernels.kernel(**kernels.KERNEL_LONG)
 def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, kd, ev_t, ev_c, times, dt, n_free,
-                       n_contact, stops, midpoint, tau, Z, ZD, TAU):
+                       n_contact, stops, method, tau, Z, ZD, TAU):
     """A recorded closed loop whose commands took effect at recorded instants (`replay` with applied_at): from
     ev_t[e] (s after sample 0) command c = ev_c[e] acts, scale (taus[c] + kp (q_meas[c] - offset - q[c])
     + kd (qd_meas[c] - qd[c])), q[c] the model's joints at sample c (c <= the current sample); zero torque before
@@ -263,7 +265,7 @@ def _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, offset, scale, kp, k
             h = t_next - t
             if h > eps:       # every piece with the period's sub-steps: the run is smooth in the instants (a count
                 #               that grew with the piece's length jumped with them: a fit of loop.delay stalled)
-                if not (_advance(d, ws, z, zd, tau, h, n_free, n_contact, stops, midpoint) and _finite(z, zd)):
+                if not (_advance(d, ws, z, zd, tau, h, n_free, n_contact, stops, method) and _finite(z, zd)):
                     return k
             t = t_next
             if t_next >= t_end - eps:
@@ -286,6 +288,12 @@ def _event_torque(qi, taus, q_meas, qd_meas, offset, scale, kp, kd, c, n, Z, ZD,
 
 
 # ---------------------------------------------------------------------------------------------- the API
+def _method(method):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method_code(method)
+
+
 def _start(model, dt, method, z0, zd0, substeps):
     """(data, workspace, z, zd, sub-steps free, with a stop engaged) of a run from (z0, zd0) (default rest)."""
     N = model.n_coords
@@ -334,22 +342,20 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
              method: str = 'rk4', record_energy: bool = True) -> SimulationResult:
     """Simulate for T seconds with control period dt; returns the sampled trajectory (see the module docstring).
     IntegrationError if a step fails (the message names the time)."""
-    if method not in ('rk4', 'midpoint'):
-        raise ValueError(f"method must be 'rk4' or 'midpoint', got {method!r}")
+    code = _method(method)
     if not (np.isfinite(T) and np.isfinite(dt) and T >= 0 and dt > 0):
         raise ValueError(f'T must be >= 0 and dt > 0 (finite), got T={T}, dt={dt}')
     n_steps = int(round(T / dt))
     N, n = model.n_coords, model.n_joints
     d, ws, z, zd, n_free, n_contact = _start(model, dt, method, z0, zd0, substeps)
     stops = has_stops(model)
-    midpoint = method == 'midpoint'
     t = np.arange(n_steps + 1) * dt
     Z, ZD = np.zeros((n_steps + 1, N)), np.zeros((n_steps + 1, N))
     TAU, TIP, E = np.zeros((n_steps + 1, n)), np.zeros((n_steps + 1, 3)), np.full(n_steps + 1, np.nan)
     DEFL = np.zeros((n_steps + 1, n, 3))
     frames = (np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros((n, 3)))
     tau0 = np.zeros(n)
-    args = (dt, n_free, n_contact, stops, midpoint, bool(record_energy), tau0)
+    args = (dt, n_free, n_contact, stops, code, bool(record_energy), tau0)
     out = (Z, ZD, TAU, TIP, DEFL, E) + frames
     if isinstance(torque, Dispatcher):
         failed = _run_law(torque, d, ws, z, zd, *args, np.zeros(n), *out)
@@ -400,8 +406,7 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
     next command takes effect; a command written after a newer one is superseded and never acts; zero torque before
     the first. The periods are integrated piecewise between these instants. sample_times (K,), s after sample 0
     (with applied_at): when each reading was taken, if not every dt (a real-time loop's jitter)."""
-    if method not in ('rk4', 'midpoint'):
-        raise ValueError(f"method must be 'rk4' or 'midpoint', got {method!r}")
+    code = _method(method)
     n, N = model.n_joints, model.n_coords
     if not (np.isfinite(dt) and dt > 0):
         raise ValueError(f'dt must be > 0 (finite), got {dt}')
@@ -437,12 +442,12 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
         ev_t, ev_c = command_events(applied_at, K, dt, times)
         failed = _run_replay_events(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'],
                                     vec['kd'], ev_t, ev_c, times, float(dt), n_free, n_contact, has_stops(model),
-                                    method == 'midpoint', np.zeros(n), Z, ZD, TAU)
+                                    code, np.zeros(n), Z, ZD, TAU)
     else:
         if sample_times is not None:
             raise ValueError('sample_times: only with applied_at (a real-time loop\'s record)')
         failed = _run_replay(d, ws, z, zd, taus, q_meas, qd_meas, vec['offset'], vec['scale'], vec['kp'], vec['kd'],
-                             delay, float(dt), n_free, n_contact, has_stops(model), method == 'midpoint', np.zeros(n),
+                             delay, float(dt), n_free, n_contact, has_stops(model), code, np.zeros(n),
                              Z, ZD, TAU)
     if failed >= 0:
         raise IntegrationError(f'{method} step failed at t={failed * dt:.6f} s of the replay (mass matrix, '

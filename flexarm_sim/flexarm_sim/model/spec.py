@@ -1131,3 +1131,18 @@ def rigid_limit(spec: ArmSpec) -> ArmSpec:
     if hasattr(spec, "_base_pose"):
         object.__setattr__(out, "_base_pose", spec._base_pose)
     return out
+
+
+def conservative(spec: ArmSpec, gravity: bool = True) -> ArmSpec:
+    """The same arm without modal damping, joint friction and position limits (so without hard stops), and without
+    gravity unless `gravity`: a system whose free motion keeps its energy (the integrators' accuracy tests and
+    bench_integrators)."""
+    d = arm_to_dict(spec)
+    for j in d["joints"]:
+        j.pop("friction", None)
+        j.get("limits", {}).pop("position", None)
+        if "link" in j and "damping_ratio" in j["link"]:
+            j["link"]["damping_ratio"] = 0.0
+    if not gravity:
+        d["gravity"] = [0.0, 0.0, 0.0]
+    return arm_from_dict(d)

@@ -14,11 +14,12 @@ import numpy as np
 
 from ..common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list, float_range,
                              integer, off_or_range, string, string_list)
+from ..model.integrators import METHODS
 from ..sensors import DEFAULTS as SENSOR_DEFAULTS
 from .servo import WATCHDOG_ACTIONS
 
 TIME_MODES = ('realtime', 'simtime', 'lockstep')
-INTEGRATORS = ('rk4', 'midpoint')
+INTEGRATORS = METHODS
 MAX_LOOP_RATE = 50000.0
 MIN_RATE = 1.0                 # Hz: slower loops and clocks are no simulation of a controlled arm
 MIN_PUBLISH_RATE = 0.01       # Hz: one message per 100 s; 0 switches a topic off
@@ -35,9 +36,10 @@ TABLE = ParamTable('plant', {
                        'flexarm_msgs/JointEffortCommand on /flexarm/effort_command (reproducible bit for bit)'),
     'loop_rate': Param(1000.0, float_range(lo=MIN_RATE, hi=MAX_LOOP_RATE),
                        'Hz: integration steps per second of simulated time (dt = 1/loop_rate)'),
-    'integrator': Param('rk4', choice(INTEGRATORS), 'rk4 | midpoint (implicit midpoint, stiffly stable)'),
+    'integrator': Param('rk4', choice(INTEGRATORS), 'rk4 | midpoint (implicit midpoint, stiffly stable) | gauss (2-stage Gauss-Legendre: '
+                        'keeps the energy, every mode within 0.02 % of its frequency)'),
     'substeps': Param(0, integer(lo=0, hi=1000),
-                      'integration sub-steps per step; 0 = automatic (RK4 within its stable step)'),
+                      'integration sub-steps per step; 0 = automatic (RK4 within its stable step, gauss within its accuracy rule)'),
     'real_time_factor': Param(1.0, off_or_range(0.001, 1000.0, zero='as fast as possible'),
                               'simtime: simulated seconds per wall second; 0 = as fast as possible', runtime=True),
     'initial.position': Param(DERIVED, float_list(),

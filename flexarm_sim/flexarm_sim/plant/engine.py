@@ -29,7 +29,8 @@ import numpy as np
 
 from ..model import kernels
 from ..model.integrators import (AUTO_SUBSTEP_SAFETY, MAX_AUTO_SUBSTEPS, MIDPOINT_MAX_ITER,  # noqa: F401
-                                 MIDPOINT_TOL, SubstepError, auto_substeps, has_stops)
+                                 MIDPOINT_TOL, SubstepError, auto_substeps, has_stops,
+                                 method_code)
 from ..model.kernels import limit_checks, stops_within_reach  # noqa: F401 (plant_step)
 from ..model.simulate import validity_limit
 
@@ -46,7 +47,7 @@ def state_ok(z, zd, zmax, zdmax):
 
 
 @kernels.kernel(**kernels.KERNEL_NO_NRT)
-def plant_step(d, ws, z, zd, tau, dt, n_free, n_contact, midpoint, integrate, zmax, zdmax, velocity_limit,
+def plant_step(d, ws, z, zd, tau, dt, n_free, n_contact, method, integrate, zmax, zdmax, velocity_limit,
                velocity_count, contact_count, penetration):
     """One plant period: (integrate) the step with the sub-steps of the plant's rule (n_contact while a joint can
     reach its stop), through the integrator's address in ws.step_addr; then the divergence bounds and, if within
@@ -54,7 +55,7 @@ def plant_step(d, ws, z, zd, tau, dt, n_free, n_contact, midpoint, integrate, zm
     tip deflection / link length)."""
     if integrate:
         n_sub = n_contact if stops_within_reach(d, z, zd, dt) else n_free
-        if not kernels.call_step(d, ws, z, zd, tau, dt, n_sub, midpoint, MIDPOINT_TOL, MIDPOINT_MAX_ITER):
+        if not kernels.call_step(d, ws, z, zd, tau, dt, n_sub, method, MIDPOINT_TOL, MIDPOINT_MAX_ITER):
             return STEP_FAILED, 0.0
     for i in range(z.shape[0]):
         if not (abs(z[i]) <= zmax) or not (abs(zd[i]) <= zdmax):      # NaN fails every comparison
@@ -86,8 +87,7 @@ def initial_state(model, position=(), velocity=(), modal_position=(), modal_velo
 class PlantCore:
     def __init__(self, model, dt: float, substeps: int = 0, method: str = 'rk4',
                  max_abs_position: float = 1e4, max_abs_velocity: float = 1e5):
-        if method not in ('rk4', 'midpoint'):
-            raise ValueError(f'unknown integrator {method!r}')
+        self.method_code = method_code(method)       # ValueError naming the choices
         self.model = model
         self.data = model.data
         self.ws = model.workspace()
@@ -130,7 +130,7 @@ class PlantCore:
         else:
             vc, cc = np.zeros_like(self.velocity_limit_violations), np.zeros_like(self.stop_contact_steps)
         return plant_step(self.data, self.ws, self.z if count else self.z.copy(), self.zd if count else self.zd.copy(),
-                          tau, dt, self.substeps, self.substeps_contact, self.method == 'midpoint', integrate,
+                          tau, dt, self.substeps, self.substeps_contact, self.method_code, integrate,
                           self.max_abs_position, self.max_abs_velocity, self.velocity_limit, vc, cc,
                           self.stop_penetration if count else np.zeros(self.model.n_joints))
 
@@ -220,7 +220,7 @@ class PlantCore:
         sv = self.servo
         k = sv.substeps
         h = self.dt / k
-        inner = max(1, int(math.ceil(n_sub / k)))     # still within RK4's (or midpoint's) own step
+        inner = max(1, int(math.ceil(n_sub / k)))     # still within the integrator's own step
         self._tau_sum[:] = 0.0
         z, zd = self.z, self.zd
         for _ in range(k):
@@ -228,6 +228,8 @@ class PlantCore:
             self._tau_sum += t
             if self.method == 'rk4':
                 ok = kernels.rk4_step(self.data, self.ws, z, zd, t, h, inner)
+            elif self.method == 'gauss':
+                ok = kernels.gauss_step(self.data, self.ws, z, zd, t, h, inner)
             else:
                 ok = kernels.midpoint_step(self.data, self.ws, z, zd, t, h, inner, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
             if not ok:
