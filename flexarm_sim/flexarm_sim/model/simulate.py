@@ -33,7 +33,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from . import kernels
-from .integrators import (METHODS, MIDPOINT_MAX_ITER, MIDPOINT_TOL, IntegrationError, auto_substeps, has_stops,
+from .integrators import (MIDPOINT_MAX_ITER, MIDPOINT_TOL, IntegrationError, auto_substeps, has_stops,
                           method_code)
 
 # Largest tip deflection / link length within the model's stated validity (see the module docstring).
@@ -288,12 +288,6 @@ def _event_torque(qi, taus, q_meas, qd_meas, offset, scale, kp, kd, c, n, Z, ZD,
 
 
 # ---------------------------------------------------------------------------------------------- the API
-def _method(method):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return method_code(method)
-
-
 def _start(model, dt, method, z0, zd0, substeps):
     """(data, workspace, z, zd, sub-steps free, with a stop engaged) of a run from (z0, zd0) (default rest)."""
     N = model.n_coords
@@ -342,7 +336,7 @@ def simulate(model, T: float, dt: float, torque=None, z0=None, zd0=None, substep
              method: str = 'rk4', record_energy: bool = True) -> SimulationResult:
     """Simulate for T seconds with control period dt; returns the sampled trajectory (see the module docstring).
     IntegrationError if a step fails (the message names the time)."""
-    code = _method(method)
+    code = method_code(method)
     if not (np.isfinite(T) and np.isfinite(dt) and T >= 0 and dt > 0):
         raise ValueError(f'T must be >= 0 and dt > 0 (finite), got T={T}, dt={dt}')
     n_steps = int(round(T / dt))
@@ -406,7 +400,7 @@ def replay(model, dt: float, torque, q_meas, qd_meas, kp, kd, delay: int = 0, z0
     next command takes effect; a command written after a newer one is superseded and never acts; zero torque before
     the first. The periods are integrated piecewise between these instants. sample_times (K,), s after sample 0
     (with applied_at): when each reading was taken, if not every dt (a real-time loop's jitter)."""
-    code = _method(method)
+    code = method_code(method)
     n, N = model.n_joints, model.n_coords
     if not (np.isfinite(dt) and dt > 0):
         raise ValueError(f'dt must be > 0 (finite), got {dt}')
