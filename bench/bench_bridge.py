@@ -32,7 +32,7 @@ from flexarm_control.bridge.servo_bus import ServoBus  # noqa: E402
 def run(n, baud, seconds=1.5):
     ids = [str(i) for i in range(1, n + 1)]
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, 'flexarm_control') + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    proc = subprocess.Popen([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--ids', *ids, '--baud', str(baud)],
+    proc = subprocess.Popen([sys.executable, '-m', 'flexarm_control.emulation.servo_emulator', '--ids', *ids, '--baud', str(baud)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     port = proc.stdout.readline().strip()
     flat = {'port': port, 'baud_rate': baud, 'loop_rate': 1000.0, 'command_timeout': 10.0, 'read_timeout': 0.1,

@@ -150,7 +150,7 @@ def hardware_run(plant_arm, domain, tmp, model, controller_extra=None, launch=Fa
             return f.read()[-3000:]
     node = None
     try:
-        emu = start([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--arm', plant_arm or resolve_arm(ARM),
+        emu = start([sys.executable, '-m', 'flexarm_control.emulation.servo_emulator', '--arm', plant_arm or resolve_arm(ARM),
                      '--params', BRIDGE_YAML, '--link', link, '--record', rec], 'emulator')
         deadline = time.monotonic() + 60.0
         while not os.path.exists(link):

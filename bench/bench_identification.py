@@ -16,7 +16,7 @@ from flexarm_control.identification import Excitation, design_excitation, identi
 from flexarm_sim.arms import resolve_arm
 from flexarm_sim.model import load_model, whole_arm_modes
 from flexarm_sim.model.spec import arm_from_dict, arm_to_dict
-from flexarm_sim.model.simulate import replay
+from flexarm_sim.model.simulation import replay
 
 DT = 2e-3
 TARGET_S = 60.0

@@ -98,7 +98,7 @@ def main():
                ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
     logs = {k: open(os.path.join(work, k + '.log'), 'w') for k in ('emulator', 'bridge', 'controller', 'launch')}
     procs = {}
-    emu = subprocess.Popen([sys.executable, '-m', 'flexarm_control.bridge.emulator', '--arm', arm,
+    emu = subprocess.Popen([sys.executable, '-m', 'flexarm_control.emulation.servo_emulator', '--arm', arm,
                             '--params', bridge_yaml, '--link', link]
                            + (['--realtime'] if args.emulator_realtime else []), env=env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=logs['emulator'], text=True, start_new_session=True)

@@ -27,7 +27,7 @@ setup(
             *(f'{kind} = flexarm_control.entry:controller' for kind in KINDS),
             'hardware_bridge = flexarm_control.entry:hardware_bridge',
             'state_estimator = flexarm_control.entry:state_estimator',
-            'dxl_emulator = flexarm_control.bridge.emulator:main',
+            'dxl_emulator = flexarm_control.emulation.servo_emulator:main',
         ],
     },
 )

@@ -78,10 +78,10 @@ class Watched:
 
 
 class EmulatorProcess(Watched):
-    """``python -m flexarm_control.bridge.emulator`` in its own process; fault injection over stdin."""
+    """``python -m flexarm_control.emulation.servo_emulator`` in its own process; fault injection over stdin."""
 
     def __init__(self, link, ids=(1, 2), env=None, extra=()):
-        super().__init__(['-m', 'flexarm_control.bridge.emulator', '--ids', *map(str, ids), '--link', link, *extra],
+        super().__init__(['-m', 'flexarm_control.emulation.servo_emulator', '--ids', *map(str, ids), '--link', link, *extra],
                          env=env, stdin=True)
         self.link = link
         k = self.wait_line(lambda s: s.startswith('/'), 60.0, which='out')

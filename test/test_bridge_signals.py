@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_harness import ROOT, EmulatorProcess, Watched  # noqa: E402
 
 from flexarm_control.bridge import control_table as ct  # noqa: E402
-from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
+from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
@@ -133,7 +133,7 @@ def test_bridge_enabled_exits_cleanly_with_torque_off(sig, tmp_path, ros_env):
 @pytest.mark.parametrize('phase', ['startup', 'startup_arm_model', 'serving'])
 def test_emulator_exits_cleanly(phase, sig, tmp_path, ros_env):
     link = str(tmp_path / 'ttyEMU')
-    args = ['-m', 'flexarm_control.bridge.emulator', '--ids', '1', '2', '--link', link]
+    args = ['-m', 'flexarm_control.emulation.servo_emulator', '--ids', '1', '2', '--link', link]
     if phase == 'startup_arm_model':
         args += ['--arm', os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml'),
                  '--params', os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')]

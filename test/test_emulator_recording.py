@@ -16,13 +16,13 @@ from bridge_harness import ROOT, Watched  # noqa: E402
 
 from flexarm_control.bridge import control_table as ct  # noqa: E402
 from flexarm_control.bridge.config import load_yaml  # noqa: E402
-from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
-from flexarm_control.bridge.model_plant import ArmRecording, ModelPlant  # noqa: E402
+from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
+from flexarm_control.emulation.plants import ArmRecording, ModelPlant  # noqa: E402
 from flexarm_sim.model import ArmState, load_model, step  # noqa: E402
 
 ARM = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
 BRIDGE = os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')
-EMULATOR = [sys.executable, '-m', 'flexarm_control.bridge.emulator']
+EMULATOR = [sys.executable, '-m', 'flexarm_control.emulation.servo_emulator']
 
 
 def test_the_recording_is_the_arm_under_the_servo_currents(tmp_path):
@@ -101,7 +101,7 @@ def test_the_recording_is_written_at_a_sigint_exit(tmp_path, ros_env):
     import dynamixel_sdk as dxl
     path = tmp_path / 'arm.npz'
     link = str(tmp_path / 'ttyEMU')
-    proc = Watched(['-m', 'flexarm_control.bridge.emulator', '--arm', ARM, '--params', BRIDGE,
+    proc = Watched(['-m', 'flexarm_control.emulation.servo_emulator', '--arm', ARM, '--params', BRIDGE,
                     '--link', link, '--record', str(path)], env=ros_env)
     try:
         proc.wait_line(lambda s: s.startswith('serving ids'), 120.0)

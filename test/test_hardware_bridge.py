@@ -23,7 +23,7 @@ from bridge_harness import Watched  # noqa: E402
 from plant_harness import stop  # noqa: E402
 
 from flexarm_control.bridge import control_table as ct  # noqa: E402
-from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
+from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
 from flexarm_sim.arms import arm_id, resolve_arm  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(120)]

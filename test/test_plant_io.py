@@ -178,7 +178,7 @@ def test_invalid_parameter_file_fails_naming_the_parameter(spawn, tmp_path):
 
 
 def test_markers_over_dds_match_the_state(spawn, tmp_path, client_for):
-    """/flexarm/markers (published as pre-serialized bytes, plant/raw_markers.py) arrive as regular MarkerArrays:
+    """/flexarm/markers (published as pre-serialized bytes, ros/raw_markers.py) arrive as regular MarkerArrays:
     one LINE_STRIP per link starting at its joint, the joints + tip as a SPHERE_LIST ending at the state's
     end-effector position, and a trail of trail_length points, all stamped in plant time."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy

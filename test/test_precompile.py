@@ -11,10 +11,10 @@ import time
 
 from flexarm_sim import precompile
 
-# Kernels only the Python API of the model uses (flexarm_sim.model.simulate: a whole run in one numba call), never a
+# Kernels only the Python API of the model uses (flexarm_sim.model.simulation: a whole run in one numba call), never a
 # node or `flexarm run`: compiled at their first use (bench/bench_compile.py, group 'api').
-API_ONLY = {'flexarm_sim.model.simulate._run_samples', 'flexarm_sim.model.simulate._run_law',
-            'flexarm_sim.model.simulate._run_one'}
+API_ONLY = {'flexarm_sim.model.simulation._run_samples', 'flexarm_sim.model.simulation._run_law',
+            'flexarm_sim.model.simulation._run_one'}
 
 SCRIPT = r'''
 import gc, importlib, json, pkgutil

@@ -17,7 +17,7 @@ from flexarm_control.bridge import control_table as ct
 from flexarm_control.bridge.config import BridgeConfig, ConfigError, flatten, load_yaml
 from flexarm_control.bridge.core import (DISABLED, ENABLED, FAULT, RECONNECTING, WD_OK,
                                          WD_TIMEOUT, WD_WAITING, Backoff, BridgeCore)
-from flexarm_control.bridge.emulator import ServoEmulator
+from flexarm_control.emulation.servo_emulator import ServoEmulator
 from flexarm_control.bridge.servo_bus import ServoBus
 
 pytestmark = pytest.mark.timeout(60)

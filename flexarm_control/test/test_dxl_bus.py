@@ -17,10 +17,10 @@ import dynamixel_sdk as dxl
 
 from flexarm_control.bridge import control_table as ct
 from flexarm_control.bridge import protocol as p
-from flexarm_control.bridge.emulator import ServoEmulator
+from flexarm_control.emulation.servo_emulator import ServoEmulator
 from flexarm_control.bridge.servo_bus import (
-    BusError, JointServoConfig, PortLostError, ServoBus, ServoBusConfig, ServoCommError,
-    measure_cycle_rate)
+    BusError, JointServoConfig, PortLostError, ServoBus, ServoBusConfig, ServoCommError)
+from flexarm_control.emulation.bus_rate import measure_cycle_rate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -367,7 +367,7 @@ def test_emulator_cli_serves_sdk():
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ)
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "flexarm_control.bridge.emulator", "--ids", "1", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "flexarm_control.emulation.servo_emulator", "--ids", "1", "2",
                              "--baud", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, text=True)
     try:

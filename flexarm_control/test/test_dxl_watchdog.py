@@ -26,7 +26,7 @@ import pytest
 
 from flexarm_control.bridge import control_table as ct
 from flexarm_control.bridge import protocol as p
-from flexarm_control.bridge.emulator import ServoEmulator
+from flexarm_control.emulation.servo_emulator import ServoEmulator
 
 pytestmark = pytest.mark.timeout(60)
 

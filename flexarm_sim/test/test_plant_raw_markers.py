@@ -1,4 +1,4 @@
-"""MarkerEncoder (plant/raw_markers.py): its bytes deserialize to exactly the message the plant would otherwise
+"""MarkerEncoder (ros/raw_markers.py): its bytes deserialize to exactly the message the plant would otherwise
 build (markers_from_geometry), for any geometry, stamp and trail fill, and are as long as rclpy's own
 serialization of it (byte equality does not hold: CDR alignment padding is left uninitialised by the serializer)."""
 import os
@@ -10,7 +10,7 @@ from visualization_msgs.msg import MarkerArray
 
 from flexarm_sim.model import load_model
 from flexarm_sim.plant.outputs import ArmOutputs
-from flexarm_sim.plant.raw_markers import MarkerEncoder, markers_from_geometry
+from flexarm_sim.ros.raw_markers import MarkerEncoder, markers_from_geometry
 
 ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
 

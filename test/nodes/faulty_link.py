@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fault_proxy import FaultProxy  # noqa: E402
 
 from flexarm_control.bridge.config import load_yaml  # noqa: E402
-from flexarm_control.bridge.emulator import ServoEmulator  # noqa: E402
-from flexarm_control.bridge.model_plant import ModelPlant  # noqa: E402
+from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
+from flexarm_control.emulation.plants import ModelPlant  # noqa: E402
 from flexarm_sim.model import load_model  # noqa: E402
 
 

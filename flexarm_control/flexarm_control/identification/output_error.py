@@ -127,7 +127,7 @@ class ClosedLoopRecord:
         if np.any(self.position_noise <= 0):
             raise RecordError(f'{self.source}: position_noise must be > 0 (the encoder step / sqrt(12))')
         if self.applied_at is not None:
-            from flexarm_sim.model.simulate import command_events
+            from flexarm_sim.model.simulation import command_events
             if self.delay:
                 raise RecordError(f'{self.source}: delay must be 0 with applied_at (the instants say when each '
                                   'command acted)')

@@ -15,9 +15,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import dynamics_numpy, kernels
+from . import dynamics_numpy
+from .lazy import lazy_module
 from .link_modes import OUT_OF_PLANE, TORSION, link_integrals, solve_link_modes
 from .spec import MIN_MASS_EIGEN_RATIO, ArmSpec, ArmSpecError, check_arm, load_arm
+
+kernels = lazy_module(__package__ + '.kernels')   # numba loads at the first kernel call, not at import
 
 KernelData = namedtuple('KernelData', [
     'n_joints', 'n_coords', 'q_index', 'n_modes', 'angle_offset', 'offset', 'length', 'twist',

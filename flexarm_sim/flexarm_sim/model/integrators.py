@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import kernels
+from .lazy import lazy_module
 from .linearize import linearize
+
+kernels = lazy_module(__package__ + '.kernels')   # numba loads at the first step, not at import
 
 METHODS = ('rk4', 'midpoint', 'gauss')        # in the order of the kernels' codes (kernels.RK4, ...)
 MIDPOINT_TOL = 1e-12

@@ -19,7 +19,7 @@ Counters for diagnostics, updated after every step:
   stop_penetration           (per joint) current penetration beyond the position limits, rad
   relative_deflection        current largest tip deflection / link length over the flexible links
   validity_exceeded_steps    steps that ended with relative_deflection > validity_limit (the model's range,
-                             model.simulate.validity_limit)
+                             model.simulation.validity_limit)
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from ..model.integrators import (AUTO_SUBSTEP_SAFETY, MAX_AUTO_SUBSTEPS, MIDPOIN
                                  MIDPOINT_TOL, SubstepError, auto_substeps, has_stops,
                                  method_code)
 from ..model.kernels import limit_checks, stops_within_reach  # noqa: F401 (plant_step)
-from ..model.simulate import validity_limit
+from ..model.simulation import validity_limit
 
 STEP_OK, STEP_FAILED, STEP_OUT_OF_BOUNDS = 0, 1, 2
 
@@ -198,7 +198,7 @@ class PlantCore:
 
     def validity(self):
         """(within, message) for diagnostics: whether the last step's largest tip deflection / link length is within
-        the model's validity (validity_limit, simulate.py), with the figures and the steps beyond it since the
+        the model's validity (validity_limit, simulation.py), with the figures and the steps beyond it since the
         last reset of the counters."""
         within = self.relative_deflection <= self.validity_limit
         msg = (f'largest tip deflection {100 * self.relative_deflection:.1f} % of the link length '

@@ -7,7 +7,7 @@ line naming the parameter; run-time changes via ``ros2 param set`` are validated
 This node declares the parameters, loads the arm, builds the runtime and wires it: subscriptions feed it
 commands, services reset/pause it, and it publishes through the sink below — /joint_states and /flexarm/state from
 serialized messages refilled in place (ros/messages.JointStateEncoder, ros/flexstate.FlexStateEncoder: CDR bytes
-written with numpy, published raw), /flexarm/markers likewise (raw_markers.py), /diagnostics and /clock; commands
+written with numpy, published raw), /flexarm/markers likewise (ros/raw_markers.py), /diagnostics and /clock; commands
 are taken raw and read in place (ros/messages.CommandReader). Threads and timing: runtime.py.
 
 Commands: /effort_controller/commands (std_msgs/Float64MultiArray, N m, arm joint order; ros2_control's
@@ -69,7 +69,7 @@ from ..ros.node_main import log_at
 from ..ros.sensors import SensorEncoder
 from . import config
 from .outputs import ArmOutputs
-from .raw_markers import MarkerEncoder, markers_from_geometry
+from ..ros.raw_markers import MarkerEncoder, markers_from_geometry
 from .runtime import PlantRuntime
 
 LOCKSTEP_HISTORY_S = 60.0     # s of plant time a lock-step publisher keeps for a lagging reader (memory only if used)

@@ -41,14 +41,14 @@ until cleared), :meth:`ServoEmulator.set_hardware_error`,
 :meth:`ServoEmulator.reopen_port` (unplug / replug; with ``link_path`` the
 port keeps its path, like a udev ``/dev/serial/by-id`` link).
 
-Run ``python -m flexarm_control.bridge.emulator --ids 1 2`` (or ``dxl_emulator``) to serve a bus
+Run ``python -m flexarm_control.emulation.servo_emulator --ids 1 2`` (or ``dxl_emulator``) to serve a bus
 from the command line: it prints the port path on stdout, then serves until SIGINT/SIGTERM (exit
 0). ``--arm ARM.yaml --params BRIDGE.yaml`` drives the servos with the flexible-arm model (ids and
 joint conventions from the bridge's parameter file). Fault injection from stdin, one command a
 line, each acknowledged with ``ok <command>`` on stdout: ``silent 1|0``, ``stall SECONDS``,
 ``corrupt N crc|truncate|drop|garbage``, ``corrupting crc|truncate|drop|garbage|off``, ``hw ID BITS``,
 ``close``, ``reopen``; ``state`` answers ``ok state z_1 z_2 ...``, the emulated arm's coordinates (with ``--arm``).
-``--record FILE.npz`` (with ``--arm``) writes the arm's motion at exit (model_plant.ArmRecording: z, zd and the torques
+``--record FILE.npz`` (with ``--arm``) writes the arm's motion at exit (plants.ArmRecording: z, zd and the torques
 at every plant advance): the tip, which a real arm's hardware path cannot measure (bench/bench_hardware_path.py).
 """
 from __future__ import annotations
@@ -63,7 +63,6 @@ import sys
 import threading
 import time
 import tty
-from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from flexarm_sim.common.signals import StopSignals
@@ -77,79 +76,12 @@ import numpy as np  # noqa: E402
 
 from flexarm_sim.common.scheduler import set_thread_fifo  # noqa: E402
 
-from . import control_table as ct  # noqa: E402
-from . import protocol as p  # noqa: E402
+from ..bridge import control_table as ct  # noqa: E402
+from ..bridge import protocol as p  # noqa: E402
+from .plants import MotorInertiaPlant, PlantFn, PlantGoals  # noqa: E402
 
 CORRUPTIONS = ("crc", "truncate", "drop", "garbage")   # what a corrupted reply can be (see _send)
 TABLE_BYTES = 256
-
-
-@dataclass
-class PlantGoals:
-    """Commands seen by the plant, one entry per servo (order of ``ids``)."""
-    ids: Tuple[int, ...]
-    modes: np.ndarray            # operating mode (control_table.MODE_*)
-    current_a: np.ndarray        # Goal Current (A)
-    position_rad: np.ndarray     # Goal Position (rad, servo side)
-    velocity_rad_s: np.ndarray   # Goal Velocity (rad/s)
-    current_limit_a: np.ndarray  # Current Limit (A)
-
-
-PlantFn = Callable[[float, PlantGoals, np.ndarray], Tuple[np.ndarray, np.ndarray, np.ndarray]]
-
-
-class MotorInertiaPlant:
-    """Independent motor + inertia per servo: ``J w' = k_t i - b w``.
-
-    * current mode: ``i = goal current`` (clipped to the current limit)
-    * position modes (3, 4, 5): ``i = kp (q_goal - q) - kd w``, clipped to the
-      current limit and, in mode 5, to ``|goal current|``
-    * velocity mode: ``i = kv (w_goal - w)`` clipped
-    * torque off: ``i = 0`` (the shaft coasts down through ``b``)
-    """
-
-    def __init__(self, n: int, inertia: float = 2e-3, damping: float = 0.05,
-                 torque_constant: float = 1.78, kp: float = 40.0, kd: float = 0.8,
-                 kv: float = 0.5, max_step: float = 5e-4, max_dt: float = 1.0,
-                 initial_positions: Optional[Sequence[float]] = None):
-        self.J = inertia
-        self.b = damping
-        self.kt = torque_constant
-        self.kp, self.kd, self.kv = kp, kd, kv
-        self.max_step = max_step
-        self.max_dt = max_dt
-        self.q = np.zeros(n) if initial_positions is None else np.asarray(initial_positions, float).copy()
-        self.w = np.zeros(n)
-        self.i = np.zeros(n)
-
-    def _current(self, g: PlantGoals, on: np.ndarray) -> np.ndarray:
-        lim = g.current_limit_a
-        i = np.clip(g.current_a, -lim, lim)
-        pos_modes = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
-            | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
-        if pos_modes.any():
-            ip = self.kp * (g.position_rad - self.q) - self.kd * self.w
-            plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION,
-                            np.minimum(np.abs(g.current_a), lim), lim)
-            i = np.where(pos_modes, np.clip(ip, -plim, plim), i)
-        vel = g.modes == ct.MODE_VELOCITY
-        if vel.any():
-            i = np.where(vel, np.clip(self.kv * (g.velocity_rad_s - self.w), -lim, lim), i)
-        return np.where(on, i, 0.0)
-
-    def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
-        dt = min(max(dt, 0.0), self.max_dt)
-        steps = max(1, int(math.ceil(dt / self.max_step))) if dt > 0 else 0
-        h = dt / steps if steps else 0.0
-        for _ in range(steps):
-            self.i = self._current(goals, torque_enabled)
-            acc = (self.kt * self.i - self.b * self.w) / self.J
-            self.w = self.w + h * acc
-            self.q = self.q + h * self.w
-        if steps == 0:
-            self.i = self._current(goals, torque_enabled)
-        return self.q.copy(), self.w.copy(), self.i.copy()
-
 
 class EmulatedServo:
     """Control table of one X-series servo."""
@@ -856,8 +788,8 @@ def _model_plant(arm: str, params: Optional[str]):
     """(ids, ModelPlant) for ``--arm``: joints, ids and conventions from the bridge's parameter file."""
     from flexarm_sim.model import load_model
 
-    from .config import load_yaml
-    from .model_plant import ModelPlant
+    from ..bridge.config import load_yaml
+    from .plants import ModelPlant
     if params is None:
         raise SystemExit("dxl_emulator: --arm needs --params (the bridge's parameter file: ids, directions, gears)")
     cfg = load_yaml(params)
@@ -957,7 +889,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             ids, model, plant = _model_plant(args.arm, args.params)
         emu = ServoEmulator(ids, model=model, plant=plant, latency=args.latency, link_path=args.link)
         if args.record is not None:
-            from .model_plant import ArmRecording
+            from .plants import ArmRecording
             recording = ArmRecording(plant)
             emu.on_plant_step = recording
         signals.started()

@@ -1,6 +1,11 @@
-"""Hardware-in-the-loop plant for the servo emulator: the flexarm arm model driven by servo currents.
+"""Plants for the servo emulator: what turns the servos' goals into motion.
 
-``ModelPlant(model, joints)`` is a :data:`emulator.PlantFn`: for each emulated servo (order of the
+``plant(dt, goals, torque_enabled) -> (positions_rad, velocities_rad_s, currents_A)`` (arrays ordered like
+``goals.ids``; :data:`PlantFn`) is called by :class:`servo_emulator.ServoEmulator` before each request with the wall
+time since the previous call. :class:`MotorInertiaPlant` is a motor and an inertia per servo; :class:`ModelPlant` is
+the flexible arm model driven by the servo currents (hardware in the loop without hardware).
+
+``ModelPlant(model, joints)`` is a :data:`PlantFn`: for each emulated servo (order of the
 emulator's ids = order of ``joints``) it turns the servo's current into a joint torque
 ``tau = direction * i * torque_constant * gear_ratio`` (the same convention as servo_bus), integrates
 the arm (``flexarm_sim.model.step``, RK4, steps of ``dt`` up to the call's instant, the last one shorter: the state
@@ -18,12 +23,79 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import control_table as ct
-from .emulator import PlantGoals
+from ..bridge import control_table as ct
+
+
+@dataclass
+class PlantGoals:
+    """Commands seen by the plant, one entry per servo (order of ``ids``)."""
+    ids: Tuple[int, ...]
+    modes: np.ndarray            # operating mode (control_table.MODE_*)
+    current_a: np.ndarray        # Goal Current (A)
+    position_rad: np.ndarray     # Goal Position (rad, servo side)
+    velocity_rad_s: np.ndarray   # Goal Velocity (rad/s)
+    current_limit_a: np.ndarray  # Current Limit (A)
+
+
+PlantFn = Callable[[float, PlantGoals, np.ndarray], Tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+class MotorInertiaPlant:
+    """Independent motor + inertia per servo: ``J w' = k_t i - b w``.
+
+    * current mode: ``i = goal current`` (clipped to the current limit)
+    * position modes (3, 4, 5): ``i = kp (q_goal - q) - kd w``, clipped to the
+      current limit and, in mode 5, to ``|goal current|``
+    * velocity mode: ``i = kv (w_goal - w)`` clipped
+    * torque off: ``i = 0`` (the shaft coasts down through ``b``)
+    """
+
+    def __init__(self, n: int, inertia: float = 2e-3, damping: float = 0.05,
+                 torque_constant: float = 1.78, kp: float = 40.0, kd: float = 0.8,
+                 kv: float = 0.5, max_step: float = 5e-4, max_dt: float = 1.0,
+                 initial_positions: Optional[Sequence[float]] = None):
+        self.J = inertia
+        self.b = damping
+        self.kt = torque_constant
+        self.kp, self.kd, self.kv = kp, kd, kv
+        self.max_step = max_step
+        self.max_dt = max_dt
+        self.q = np.zeros(n) if initial_positions is None else np.asarray(initial_positions, float).copy()
+        self.w = np.zeros(n)
+        self.i = np.zeros(n)
+
+    def _current(self, g: PlantGoals, on: np.ndarray) -> np.ndarray:
+        lim = g.current_limit_a
+        i = np.clip(g.current_a, -lim, lim)
+        pos_modes = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
+            | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
+        if pos_modes.any():
+            ip = self.kp * (g.position_rad - self.q) - self.kd * self.w
+            plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION,
+                            np.minimum(np.abs(g.current_a), lim), lim)
+            i = np.where(pos_modes, np.clip(ip, -plim, plim), i)
+        vel = g.modes == ct.MODE_VELOCITY
+        if vel.any():
+            i = np.where(vel, np.clip(self.kv * (g.velocity_rad_s - self.w), -lim, lim), i)
+        return np.where(on, i, 0.0)
+
+    def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
+        dt = min(max(dt, 0.0), self.max_dt)
+        steps = max(1, int(math.ceil(dt / self.max_step))) if dt > 0 else 0
+        h = dt / steps if steps else 0.0
+        for _ in range(steps):
+            self.i = self._current(goals, torque_enabled)
+            acc = (self.kt * self.i - self.b * self.w) / self.J
+            self.w = self.w + h * acc
+            self.q = self.q + h * self.w
+        if steps == 0:
+            self.i = self._current(goals, torque_enabled)
+        return self.q.copy(), self.w.copy(), self.i.copy()
 
 
 class ModelPlant:

@@ -19,8 +19,8 @@ from geometry_msgs.msg import Point
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ..ros.cdr import serialize
-from ..ros.messages import stamp
+from .cdr import serialize
+from .messages import stamp
 
 _SEC, _NSEC = 1515870810, 987654321          # sentinel stamp (int32 sec, uint32 nanosec)
 _CDR_LE = b'\x00\x01'                         # CDR little-endian encapsulation
