@@ -20,7 +20,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DELUCA = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+DELUCA = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 TARGET_TOTAL_S = 20.0
 
 # (label, code run in the child; `m` is the model, `np` numpy, `k` the kernels module), leaves first, and the

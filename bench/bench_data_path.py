@@ -23,7 +23,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ARM = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
 TARGETS = {'plant_cpu': 30.0, 'controller_cpu': 25.0, 'lockstep': 1000.0, 'single': 3000.0, 'stamp_p99_us': 50.0,
            'latency_p99_us': 300.0}

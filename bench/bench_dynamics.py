@@ -26,7 +26,7 @@ from flexarm_sim.model import dynamics_numpy as dn
 from flexarm_sim.model.integrators import largest_stable_rk4_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DELUCA = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+DELUCA = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 
 TARGET_DELUCA_US = 5.0
 TARGET_BOOK_US = 25.0

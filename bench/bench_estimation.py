@@ -45,7 +45,7 @@ from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.plant import config as pconfig
 from flexarm_sim.sensors import SensorConfig, preset_values
 
-ARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_bringup', 'config', 'arms',
+ARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_description', 'arms',
                    'deluca_two_link.yaml')
 CASES = (('(a) true state', None), ('(b) encoders', 'encoders'), ('(c) + strain gauges', 'strain'),
          ('(d) + tip accelerometer', 'strain_accel'))

@@ -37,7 +37,7 @@ import numpy as np
 import bench_dynamics as b
 from dataclasses import replace
 from flexarm_sim.model import load_model, load_arm
-arms = os.path.join(root, 'flexarm_bringup', 'config', 'arms')
+arms = os.path.join(root, 'flexarm_description', 'arms')
 
 
 def best_cpu(fn, repeats, min_time):
@@ -133,7 +133,7 @@ def section_simulate(quick):
     import bench_dynamics as b
 
     from flexarm_sim.model import load_model, simulate
-    m = load_model(os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml'))
+    m = load_model(os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml'))
     T, dt = (5.0 if quick else 20.0), 1e-3
     K = int(round(T / dt))
     taus = np.zeros((K, 2))

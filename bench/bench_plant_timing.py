@@ -18,7 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ARM = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 
 
 def cpu_seconds(pid):

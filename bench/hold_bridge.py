@@ -72,7 +72,7 @@ def main():
     from flexarm_msgs.srv import Enable
     from flexarm_sim.arms import arm_id
 
-    arm = args.arm if os.sep in args.arm else os.path.join(CONFIG, 'arms', args.arm + '.yaml')
+    arm = args.arm if os.sep in args.arm else os.path.join(ROOT, 'flexarm_description', 'arms', args.arm + '.yaml')
     bridge_yaml = os.path.join(CONFIG, 'hardware_bridge.yaml')
     work = tempfile.mkdtemp(prefix='flexarm_hold_')
     with open(arm) as f:

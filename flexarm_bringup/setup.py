@@ -19,9 +19,7 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
         share('config', '*.yaml'),
-        share('config/arms', '*.yaml'),
         share('launch', '*.launch.py'),
-        share('rviz', '*.rviz'),
         ('bin', ['bin/flexarm']),                 # `flexarm` on PATH after sourcing the workspace (colcon)
     ],
     install_requires=['setuptools'],

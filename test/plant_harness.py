@@ -11,7 +11,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from flexarm_sim.common.params import nest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-ARMS = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(ROOT, 'flexarm_description', 'arms')
 
 
 def write_params(tmp_path, params, name='plant.yaml'):

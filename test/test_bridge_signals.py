@@ -135,7 +135,7 @@ def test_emulator_exits_cleanly(phase, sig, tmp_path, ros_env):
     link = str(tmp_path / 'ttyEMU')
     args = ['-m', 'flexarm_control.emulation.servo_emulator', '--ids', '1', '2', '--link', link]
     if phase == 'startup_arm_model':
-        args += ['--arm', os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml'),
+        args += ['--arm', os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml'),
                  '--params', os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')]
     if phase == 'serving':
         emu = EmulatorProcess(link, env=ros_env)

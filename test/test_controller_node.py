@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARM = os.path.join(HERE, '..', 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+ARM = os.path.join(HERE, '..', 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 pytestmark = pytest.mark.ros
 
 

@@ -20,7 +20,7 @@ from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
 from flexarm_control.emulation.plants import ArmRecording, ModelPlant  # noqa: E402
 from flexarm_sim.model import ArmState, load_model, step  # noqa: E402
 
-ARM = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms', 'deluca_two_link.yaml')
+ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 BRIDGE = os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')
 EMULATOR = [sys.executable, '-m', 'flexarm_control.emulation.servo_emulator']
 

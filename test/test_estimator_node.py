@@ -27,7 +27,7 @@ from ros_support import start_node, stop_cleanly  # noqa: E402
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
 
 ROOT = os.path.abspath(os.path.join(HERE, '..'))
-ARMS = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(ROOT, 'flexarm_description', 'arms')
 KT = 1.78                  # the emulator's XM430-W350 torque constant
 
 

@@ -14,7 +14,7 @@ import yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_description', 'arms')
 
 
 def _cli(env, *args, timeout=300):

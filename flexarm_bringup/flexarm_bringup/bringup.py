@@ -65,12 +65,12 @@ class NodeSpec:
 
 
 def share_dir(package: str) -> str:
-    """The installed share directory of a workspace package (source tree when not installed)."""
+    """The installed share directory of a workspace package (its source tree when not installed)."""
     try:
         from ament_index_python.packages import get_package_share_directory
         return get_package_share_directory(package)
     except Exception:  # noqa: BLE001 - no ament index: the source tree
-        return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+        return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', package))
 
 
 def executable(package: str, name: str) -> str:

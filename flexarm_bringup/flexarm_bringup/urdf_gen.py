@@ -358,7 +358,7 @@ def generate_urdf(arm, segments=8, radius=0.01, name=None, base_frame='base_link
 
 # ------------------------------------------------------------------------------ CLI
 def add_arguments(p):
-    p.add_argument('arm', help='arm description YAML (path, or name of a file in config/arms)')
+    p.add_argument('arm', help='arm description YAML (path, or the name of a shipped arm: flexarm_description/arms)')
     p.add_argument('-K', '--segments', type=int, default=8, help='rigid cells per flexible link (default 8; 0 = rigid links, '
                    'only the real joints, e.g. for hardware without a modal state)')
     p.add_argument('-o', '--output', metavar='URDF', help='write here (default: standard output)')

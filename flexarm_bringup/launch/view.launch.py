@@ -2,7 +2,7 @@
 
     ros2 launch flexarm_bringup view.launch.py [urdf:=true] [arm:=<yaml>] [segments:=8] [namespace:=<ns>]
 
-Always: rviz2 -d rviz/flexarm.rviz (fixed frame base_link; shows the plant's /flexarm/markers).
+Always: rviz2 -d flexarm_description's rviz/flexarm.rviz (fixed frame base_link; shows the plant's /flexarm/markers).
 urdf:=true adds robot_state_publisher with the URDF generated from the arm (`python3 -m
 flexarm_bringup.urdf_gen <arm> -K <segments>`, the same as `flexarm urdf`) and, with
 flex_joint_states:=true (default), the node that turns /flexarm/state into the angles of the real and
@@ -27,7 +27,7 @@ RVIZ_TOPICS = (names.MARKERS, names.CLOCK, 'robot_description')     # TF stays g
 
 
 def generate_launch_description():
-    share = FindPackageShare('flexarm_bringup')
+    description = FindPackageShare('flexarm_description')     # the arm files and the rviz configuration
     arm = LaunchConfiguration('arm')
     segments = LaunchConfiguration('segments')
     urdf = LaunchConfiguration('urdf')
@@ -38,9 +38,9 @@ def generate_launch_description():
         Command([FindExecutable(name='python3'), ' -m flexarm_bringup.urdf_gen ', arm, ' -K ', segments]),
         value_type=str)
     return LaunchDescription([
-        DeclareLaunchArgument('arm', default_value=PathJoinSubstitution([share, 'config', 'arms',
+        DeclareLaunchArgument('arm', default_value=PathJoinSubstitution([description, 'arms',
                                                                          'deluca_two_link.yaml']),
-                              description='arm description YAML (path, or name of a file in config/arms)'),
+                              description='arm description YAML (path, or the name of a shipped arm: flexarm_description/arms)'),
         DeclareLaunchArgument('urdf', default_value='false', choices=['true', 'false'],
                               description='robot_state_publisher with the generated URDF (+ flex_joint_states)'),
         DeclareLaunchArgument('segments', default_value='8',
@@ -52,7 +52,7 @@ def generate_launch_description():
                                           'to the namespace)'),
         DeclareLaunchArgument('namespace', default_value='/',
                               description='the arm\'s namespace (its topics; / = the root namespace)'),
-        DeclareLaunchArgument('rviz_config', default_value=PathJoinSubstitution([share, 'rviz', 'flexarm.rviz']),
+        DeclareLaunchArgument('rviz_config', default_value=PathJoinSubstitution([description, 'rviz', 'flexarm.rviz']),
                               description='rviz2 configuration file'),
         DeclareLaunchArgument('use_sim_time', default_value='false', choices=['true', 'false', 'True', 'False'],
                               description='run rviz2 and robot_state_publisher on /clock'),

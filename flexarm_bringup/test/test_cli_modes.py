@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 
 
 def _flexarm(*args):

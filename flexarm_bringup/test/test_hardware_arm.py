@@ -10,7 +10,7 @@ from flexarm_bringup import bringup
 
 CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'config')
 SHIPPED = os.path.join(CONFIG, 'hardware_bridge.yaml')
-DELUCA = os.path.join(CONFIG, 'arms', 'deluca_two_link.yaml')
+DELUCA = os.path.join(CONFIG, '..', '..', 'flexarm_description', 'arms', 'deluca_two_link.yaml')
 
 
 def bridge_file(tmp_path, arm):

@@ -12,8 +12,8 @@ launch service. The checks are:
    and record the resulting nodes. It exists only to check the wiring of *our* files statically — which
    nodes start for which arguments, with which parameter files and overrides — and says nothing about
    launch's own behaviour;
-3. every config/rviz file the nodes receive exists in the package and is installed by setup.py's
-   data_files, parameter files have a `<node name>: ros__parameters:` section for the node that loads
+3. every config/rviz/arm file the nodes receive exists in its package (flexarm_bringup's config/, flexarm_description's
+   arms/ and rviz/) and is installed by it (setup.py's data_files, CMakeLists.txt's install), parameter files have a `<node name>: ros__parameters:` section for the node that loads
    them, and launch overrides only set parameters that the file documents;
 4. the launch arguments are the ones in the README's "ROS 2 launch" table;
 5. the rviz configuration is valid YAML with the plant's fixed frame, the marker topic and a RobotModel.
@@ -31,6 +31,7 @@ import yaml
 
 PKG = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 ROOT = os.path.dirname(PKG)
+DESCRIPTION = os.path.join(ROOT, 'flexarm_description')     # the arm files and the rviz configuration
 LAUNCH_DIR = os.path.join(PKG, 'launch')
 LAUNCH_FILES = sorted(f for f in os.listdir(LAUNCH_DIR) if f.endswith('.launch.py'))
 EXPECTED_LAUNCH_FILES = ['hardware.launch.py', 'sim.launch.py', 'view.launch.py']
@@ -79,6 +80,21 @@ def installed_files():
     return out
 
 
+def description_installed_files():
+    """{source path relative to flexarm_description: install directory} from its CMakeLists.txt's
+    install(DIRECTORY ... DESTINATION share/${PROJECT_NAME})."""
+    text = open(os.path.join(DESCRIPTION, 'CMakeLists.txt'), encoding='utf-8').read()
+    out = {}
+    for dirs, dest in re.findall(r'install\(DIRECTORY\s+([^)]*?)\s+DESTINATION\s+(\S+)\)', text):
+        dest = dest.replace('${PROJECT_NAME}', 'flexarm_description')
+        for d in dirs.split():
+            for dirpath, _, filenames in os.walk(os.path.join(DESCRIPTION, d)):
+                for f in filenames:
+                    rel = os.path.relpath(os.path.join(dirpath, f), DESCRIPTION)
+                    out[rel] = os.path.join(dest, os.path.dirname(rel))
+    return out
+
+
 def readme_launch_arguments():
     """{launch file: set of argument names} from the README table under the 'ROS 2 launch' heading."""
     text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
@@ -101,7 +117,7 @@ class _Ctx:
 
     def __init__(self, configs):
         self.configs = dict(configs)
-        self.shares = {'flexarm_bringup': PKG}
+        self.shares = {'flexarm_bringup': PKG, 'flexarm_description': DESCRIPTION}
 
 
 def _perform(value, ctx):
@@ -296,7 +312,8 @@ def stubbed_launch(installed=('rviz2', 'robot_state_publisher')):
     saved = {k: sys.modules.get(k) for k in mods}
     saved_fns = (bringup.share_dir, bringup.package_installed)
     sys.modules.update(mods)
-    bringup.share_dir = lambda pkg: PKG if pkg == 'flexarm_bringup' else saved_fns[0](pkg)
+    bringup.share_dir = lambda pkg: {'flexarm_bringup': PKG, 'flexarm_description': DESCRIPTION}.get(pkg) \
+        or saved_fns[0](pkg)
     bringup.package_installed = lambda pkg: pkg in installed
     try:
         yield mods
@@ -475,6 +492,8 @@ def test_wiring(name, args):
         for a in n['arguments']:
             if a.startswith(PKG + os.sep):
                 _check_installed(a, files)
+            if a.startswith(DESCRIPTION + os.sep):
+                _check_installed(a, description_installed_files(), DESCRIPTION)
     by_name = {n['name']: n for n in nodes}
     controller = args.get('controller', 'pd_servo')
     if name in ('sim.launch.py', 'hardware.launch.py'):
@@ -484,7 +503,7 @@ def test_wiring(name, args):
         assert ctrl == ([] if controller == 'none' else [controller])
         arm = args.get('arm', 'deluca_two_link')
         if '/' not in arm:                                       # names resolved to the shipped file
-            arm = os.path.join(PKG, 'config', 'arms', arm + '.yaml')
+            arm = os.path.join(ROOT, 'flexarm_description', 'arms', arm + '.yaml')
         assert os.path.isfile(arm)
         for n in nodes:
             if n['name'] not in ('rviz2', 'robot_state_publisher', 'hardware_bridge'):
@@ -596,12 +615,12 @@ def _overrides(node):
     return out
 
 
-def _check_installed(path, files):
-    rel = os.path.relpath(path, PKG)
+def _check_installed(path, files, package=PKG):
+    rel = os.path.relpath(path, package)
     assert not rel.startswith('..'), f'{path} is outside the package'
     assert os.path.isfile(path), f'{rel} is referenced but does not exist'
-    assert rel in files, f'{rel} is not installed by setup.py data_files'
-    assert files[rel] == os.path.join('share', 'flexarm_bringup', os.path.dirname(rel)), files[rel]
+    assert rel in files, f'{rel} is not installed by the package (setup.py data_files / CMakeLists.txt install)'
+    assert files[rel] == os.path.join('share', os.path.basename(package), os.path.dirname(rel)), files[rel]
 
 
 def _check_param_file(path, node):
@@ -651,8 +670,10 @@ def test_rviz_refused_before_anything_starts_when_rviz2_is_missing():
 
 
 def test_rviz_config():
-    path = os.path.join(PKG, 'rviz', 'flexarm.rviz')
-    assert os.path.join('rviz', 'flexarm.rviz') in installed_files()
+    path = os.path.join(DESCRIPTION, 'rviz', 'flexarm.rviz')
+    installed = description_installed_files()
+    assert installed[os.path.join('rviz', 'flexarm.rviz')] == os.path.join('share', 'flexarm_description', 'rviz')
+    assert installed[os.path.join('arms', 'deluca_two_link.yaml')] == os.path.join('share', 'flexarm_description', 'arms')
     cfg = yaml.safe_load(open(path, encoding='utf-8'))
     vm = cfg['Visualization Manager']
     plant = yaml.safe_load(open(os.path.join(PKG, 'config', 'plant.yaml'), encoding='utf-8'))

@@ -13,7 +13,7 @@ from flexarm_bringup.urdf_gen import FlexJointMap, generate_urdf, load, matrix_t
 
 urdf = pytest.importorskip('urdf_parser_py.urdf')
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 def parse(text):

@@ -14,7 +14,7 @@ from flexarm_control.laws import ComputedTorque, ModalLQR, PDServo, PointToPoint
 from flexarm_sim.model import load_model
 from flexarm_sim.plant.engine import PlantCore
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 @pytest.fixture(scope='module')

@@ -20,7 +20,7 @@ from flexarm_sim.sensors import SensorConfig, preset_values
 
 from loop_harness import EstimatorLoop
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 RATE = 500.0
 
 

@@ -10,7 +10,7 @@ from flexarm_control.laws import (ComputedTorque, ModalLQR, PDServo, PointToPoin
                                   static_equilibrium)
 from flexarm_sim.model import load_model, rigid_limit, simulate, whole_arm_modes
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 @pytest.fixture(scope='module')

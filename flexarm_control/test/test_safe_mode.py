@@ -23,7 +23,7 @@ from flexarm_sim.plant.engine import PlantCore
 
 from loop_harness import MOVE, Loop
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 ENVELOPE = Envelope(0.002, 0.05, 0.03)          # the controllers' defaults at 500 Hz
 
 # the burst tests below drive the switches with short bursts of late states (12 ms: 6 states at 500 Hz) and were

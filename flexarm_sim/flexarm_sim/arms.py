@@ -17,8 +17,8 @@ from .common.params import ConfigError
 from .model import ArmSpecError, load_model
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_SOURCE_DIRS = (os.path.normpath(os.path.join(_HERE, '..', '..', 'flexarm_bringup', 'config', 'arms')),)
-_SHARE = (('flexarm_bringup', ('config', 'arms')),)
+_SOURCE_DIRS = (os.path.normpath(os.path.join(_HERE, '..', '..', 'flexarm_description', 'arms')),)
+_SHARE = (('flexarm_description', ('arms',)),)
 
 
 def arm_dirs() -> list:
@@ -33,7 +33,7 @@ def arm_dirs() -> list:
             break
         try:
             out.append(os.path.join(get_package_share_directory(pkg), *sub))
-        except (PackageNotFoundError, ValueError, LookupError):
+        except (PackageNotFoundError, ValueError, LookupError, OSError):   # OSError: no workspace sourced
             pass
     out.extend(d for d in _SOURCE_DIRS if os.path.isdir(d))
     return out

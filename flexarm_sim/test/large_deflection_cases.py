@@ -17,7 +17,7 @@ from exact_planar_chain import chain_from_spec, simulate_chain
 
 from flexarm_sim.model import IntegrationError, load_arm, load_model, simulate
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 DT = 1e-3
 
 

@@ -25,7 +25,7 @@ import pytest
 from flexarm_sim.model import arm_from_dict, load_model
 from flexarm_sim.model.link_modes import TORSION
 
-ARMS = 'flexarm_bringup/config/arms/'
+ARMS = 'flexarm_description/arms/'
 
 
 def _repo_path(rel):

@@ -9,7 +9,7 @@ from flexarm_sim.model import ArmState, load_model, step
 from flexarm_sim.model import dynamics_numpy as dn
 from flexarm_sim.model import kernels
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 NAMES = ('deluca_two_link', 'spatial_3r', 'slewing_beam', 'rigid_puma3')
 
 

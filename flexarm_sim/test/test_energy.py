@@ -10,7 +10,7 @@ from flexarm_sim.model import arm_from_dict, load_arm, load_model
 from flexarm_sim.model import kernels
 from flexarm_sim.model.spec import arm_to_dict
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 
 
 def _random_ic(model, seed, deflection=0.005):

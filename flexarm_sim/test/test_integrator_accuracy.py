@@ -23,7 +23,7 @@ from flexarm_sim.model.integrators import GAUSS_STEP_LIMIT, ArmState, linearized
 from flexarm_sim.plant.config import INTEGRATORS
 from flexarm_sim.plant.engine import PlantCore
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 SHIPPED = ('deluca_two_link', 'slewing_beam', 'rigid_puma3', 'spatial_3r')
 DT = 1e-3
 

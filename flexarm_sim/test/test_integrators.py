@@ -6,7 +6,7 @@ import pytest
 
 from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, load_model, simulate, step
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 
 
 @pytest.fixture(scope='module')

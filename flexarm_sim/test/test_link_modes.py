@@ -8,7 +8,7 @@ import pytest
 from flexarm_sim.model import load_model
 from flexarm_sim.model import link_modes as lmod
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 
 
 @pytest.fixture(scope='module')

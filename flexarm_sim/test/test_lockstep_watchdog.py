@@ -16,7 +16,7 @@ from flexarm_sim.plant import config
 from flexarm_sim.plant.commands import LockstepInbox
 from flexarm_sim.plant.runtime import PlantRuntime
 
-ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms'))
+ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms'))
 TIMEOUT = 0.3
 
 

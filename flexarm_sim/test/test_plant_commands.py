@@ -114,7 +114,7 @@ def _realtime_plant(**over):
     from flexarm_sim.model import load_model
     from flexarm_sim.plant import config
     from flexarm_sim.plant.runtime import PlantRuntime
-    arm = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms',
+    arm = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms',
                        'deluca_two_link.yaml')
     model = load_model(os.path.abspath(arm))
     values = dict(config.TABLE.defaults(), time_mode='realtime', wait_for_command=False, **over)

@@ -11,7 +11,7 @@ from flexarm_sim.plant import config
 from flexarm_sim.plant.config import TABLE, check_against_arm, resolved
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-ARMS = os.path.join(ROOT, 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(ROOT, 'flexarm_description', 'arms')
 
 
 @pytest.fixture(scope='module')

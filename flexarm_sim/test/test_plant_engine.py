@@ -11,7 +11,7 @@ from flexarm_sim.model import ArmState, load_model, step
 from flexarm_sim.plant.engine import MAX_AUTO_SUBSTEPS, PlantCore, auto_substeps, initial_state
 from flexarm_sim.plant.outputs import ArmOutputs, quaternion_xyzw
 
-ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms'))
+ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms'))
 
 
 @pytest.fixture(scope='module')

@@ -12,7 +12,7 @@ from flexarm_sim.model import load_model
 from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.ros.raw_markers import MarkerEncoder, markers_from_geometry
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 @pytest.mark.parametrize('arm, trail_length', [('deluca_two_link', 300), ('spatial_3r', 50), ('deluca_two_link', 0)])

@@ -8,7 +8,7 @@ from flexarm_sim.model import joint_hf_inertia, load_model
 from flexarm_sim.plant.engine import PlantCore
 from flexarm_sim.plant.servo import JointServo
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 def _core(model, kp, kv, dt=1e-3):

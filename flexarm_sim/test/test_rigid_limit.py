@@ -9,7 +9,7 @@ import pytest
 from flexarm_sim.model import arm_from_dict, load_arm, load_model, rigid_limit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARMS = os.path.join(HERE, '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(HERE, '..', '..', 'flexarm_description', 'arms')
 
 
 def _rot(axis, a):

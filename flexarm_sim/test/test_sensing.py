@@ -14,7 +14,7 @@ from flexarm_sim.model.observability import discrete_model, observability
 from flexarm_sim.model.sensing import (SensorSet, SensorSpecError, gauge_spec, parse_gauge, strain_gauge, strain_matrix,
                                        tip_specific_force)
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 G = 9.81
 
 

@@ -16,7 +16,7 @@ from flexarm_sim.plant.runtime import PlantRuntime
 from flexarm_sim.sensors import (SensorConfig, SimulatedSensors, filtered_noise_std, lowpass_alpha, preset_values,
                                  quantize)
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 @pytest.fixture(scope='module')

@@ -20,7 +20,7 @@ from flexarm_sim.model.spec import (
     section_properties,
 )
 
-ARMS_DIR = Path(__file__).resolve().parents[2] / "flexarm_bringup" / "config" / "arms"
+ARMS_DIR = Path(__file__).resolve().parents[2] / "flexarm_description" / "arms"
 SHIPPED = ["deluca_two_link", "slewing_beam", "spatial_3r", "rigid_puma3"]
 
 

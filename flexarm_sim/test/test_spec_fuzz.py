@@ -1,7 +1,7 @@
 """Fuzz test of the arm description (issue 18, point 5): no arm file makes load_model hang or raise anything
 but an ArmSpecError naming a field.
 
-Every shipped arm (flexarm_bringup/config/arms/*.yaml) gets N_MUTATIONS deterministic mutations (seeded per
+Every shipped arm (flexarm_description/arms/*.yaml) gets N_MUTATIONS deterministic mutations (seeded per
 file): extreme numbers (0, -1, ±1e-300, 5e-324, ±1e308, ±inf, nan, ±10**400), scalings by 1e-12..1e12 and -1,
 wrong types, missing and extra keys, lists of the wrong length, values anywhere inside a field's plausibility
 range (its ends included: these reach the mode solvers and the model checks), and optional keys the file does
@@ -31,7 +31,7 @@ import yaml
 from arm_mutations import mutate, path_str
 from flexarm_sim.model import ArmSpecError, arm_from_dict, load_arm, load_model, rigid_limit
 
-ARMS_DIR = Path(__file__).resolve().parents[2] / "flexarm_bringup" / "config" / "arms"
+ARMS_DIR = Path(__file__).resolve().parents[2] / "flexarm_description" / "arms"
 SHIPPED = sorted(p.stem for p in ARMS_DIR.glob("*.yaml"))
 N_MUTATIONS = 1000
 

@@ -33,7 +33,7 @@ from flexarm_sim.model.spec import (FIELD_RANGES, TIP_RATIO_LIMITS, ModeSolverEr
                                     ranges_markdown)
 
 ROOT = Path(__file__).resolve().parents[2]
-ARMS_DIR = ROOT / "flexarm_bringup" / "config" / "arms"
+ARMS_DIR = ROOT / "flexarm_description" / "arms"
 
 
 # ------------------------------------------------------------------------------------------ the table

@@ -16,7 +16,7 @@ from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.ros import dds_security, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder, FlexStateEncoder, decode_state
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
 
 
 def _arm(path):

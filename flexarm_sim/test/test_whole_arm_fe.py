@@ -24,7 +24,7 @@ import scipy.linalg
 from flexarm_sim.model import arm_from_dict, load_arm, load_model, whole_arm_modes
 from flexarm_sim.model.spec import arm_to_dict
 
-ARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms',
+ARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms',
                    'deluca_two_link.yaml')
 
 # De Luca & Siciliano (DESIGN.md §5)

@@ -17,7 +17,7 @@ from flexarm_sim.model import ArmSpecError, arm_from_dict, load_arm, load_model,
 from flexarm_sim.model.linearize import mode_convergence, with_more_modes
 from flexarm_sim.model.spec import arm_to_dict
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_bringup', 'config', 'arms')
+ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
 G = 9.81
 M, C, IC = 2.0, 0.3, 0.05          # rigid pendulum: mass, COM distance from the joint axis, inertia about the COM
 
