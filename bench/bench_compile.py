@@ -20,7 +20,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DELUCA = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+DELUCA = resolve_arm('deluca_two_link')
 TARGET_TOTAL_S = 20.0
 
 # (label, code run in the child; `m` is the model, `np` numpy, `k` the kernels module), leaves first, and the
@@ -53,6 +53,7 @@ from flexarm_sim.model import simulate
 from flexarm_sim.plant.engine import PlantCore, state_ok
 from flexarm_sim.plant.outputs import StateOutputs
 from numba import njit
+from flexarm_sim.arms import resolve_arm
 m = load_model(sys.argv[1])
 
 

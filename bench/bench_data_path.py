@@ -23,7 +23,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 CONTROLLERS = ('pd_servo', 'modal', 'computed_torque')
 TARGETS = {'plant_cpu': 30.0, 'controller_cpu': 25.0, 'lockstep': 1000.0, 'single': 3000.0, 'stamp_p99_us': 50.0,
            'latency_p99_us': 300.0}
@@ -111,6 +111,7 @@ import json, sys, time
 import numpy as np, rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
+from flexarm_sim.arms import resolve_arm
 rclpy.init(); node = rclpy.create_node('stamp_probe'); stamps, recv = [], []
 def cb(m):
     recv.append(time.time_ns()); stamps.append(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)

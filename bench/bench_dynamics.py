@@ -24,9 +24,10 @@ from numba import njit
 from flexarm_sim.model import ArmState, arm_from_dict, kernels, load_model, step, whole_arm_modes
 from flexarm_sim.model import dynamics_numpy as dn
 from flexarm_sim.model.integrators import largest_stable_rk4_step
+from flexarm_sim.arms import resolve_arm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DELUCA = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+DELUCA = resolve_arm('deluca_two_link')
 
 TARGET_DELUCA_US = 5.0
 TARGET_BOOK_US = 25.0

@@ -44,9 +44,9 @@ from flexarm_sim.model import load_model
 from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.plant import config as pconfig
 from flexarm_sim.sensors import SensorConfig, preset_values
+from flexarm_sim.arms import resolve_arm
 
-ARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_description', 'arms',
-                   'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 CASES = (('(a) true state', None), ('(b) encoders', 'encoders'), ('(c) + strain gauges', 'strain'),
          ('(d) + tip accelerometer', 'strain_accel'))
 RATE = 500.0

@@ -37,7 +37,8 @@ import numpy as np
 import bench_dynamics as b
 from dataclasses import replace
 from flexarm_sim.model import load_model, load_arm
-arms = os.path.join(root, 'flexarm_description', 'arms')
+arms = next(d for d in (os.path.join(root, 'flexarm_description', 'arms'),          # this tree's layout
+                        os.path.join(root, 'flexarm_bringup', 'config', 'arms')) if os.path.isdir(d))  # BASELINE's
 
 
 def best_cpu(fn, repeats, min_time):
@@ -132,8 +133,9 @@ def section_simulate(quick):
     sys.path.insert(0, os.path.join(ROOT, 'bench'))
     import bench_dynamics as b
 
+    from flexarm_sim.arms import resolve_arm
     from flexarm_sim.model import load_model, simulate
-    m = load_model(os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml'))
+    m = load_model(resolve_arm('deluca_two_link'))
     T, dt = (5.0 if quick else 20.0), 1e-3
     K = int(round(T / dt))
     taus = np.zeros((K, 2))

@@ -15,10 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from flexarm_sim.arms import resolve_arm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 
 
 def cpu_seconds(pid):

@@ -29,6 +29,8 @@ import time
 
 import yaml
 
+from flexarm_sim.arms import resolve_arm
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 CONFIG = os.path.join(ROOT, 'flexarm_bringup', 'config')
 
@@ -72,7 +74,7 @@ def main():
     from flexarm_msgs.srv import Enable
     from flexarm_sim.arms import arm_id
 
-    arm = args.arm if os.sep in args.arm else os.path.join(ROOT, 'flexarm_description', 'arms', args.arm + '.yaml')
+    arm = resolve_arm(args.arm)
     bridge_yaml = os.path.join(CONFIG, 'hardware_bridge.yaml')
     work = tempfile.mkdtemp(prefix='flexarm_hold_')
     with open(arm) as f:

@@ -24,6 +24,7 @@ from flexarm_msgs.msg import FlexState
 from flexarm_msgs.srv import SetState
 from flexarm_sim.model import ArmSpecError, arm_from_dict, load_model
 from flexarm_sim.model.spec import load_arm
+from flexarm_sim.arms import resolve_arm
 
 ROWS = []
 
@@ -154,8 +155,7 @@ def main():
                 pr.terminate()
                 pr.wait(10)
     # arm files
-    spec = load_arm(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_description', 'arms',
-                                 'deluca_two_link.yaml'))
+    spec = load_arm(resolve_arm('deluca_two_link'))
     from flexarm_sim.model.spec import arm_to_dict
     for label, mutate in (('arm file payload.mass 1e308', lambda d: d['payload'].__setitem__('mass', 1e308)),
                           ('arm file joints[0].link.length 1e308',

@@ -9,9 +9,10 @@ import yaml
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from flexarm_sim.common.params import nest
+from flexarm_sim.arms import shipped_arms_dir
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-ARMS = os.path.join(ROOT, 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def write_params(tmp_path, params, name='plant.yaml'):

@@ -47,11 +47,12 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_harness import ROOT, Watched  # noqa: E402
+from flexarm_sim.arms import resolve_arm  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(300)]
 
 CONFIG = os.path.join(ROOT, 'flexarm_bringup', 'config')
-ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 SHIPPED = os.path.join(CONFIG, 'hardware_bridge.yaml')
 TARGET = [math.pi / 3, math.pi / 3]      # the standard move: pi/3 per joint in 2.5 s (controllers' move_angle/time)
 MOVE_TIME = 2.5

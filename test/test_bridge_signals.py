@@ -17,6 +17,7 @@ from bridge_harness import ROOT, EmulatorProcess, Watched  # noqa: E402
 
 from flexarm_control.bridge import control_table as ct  # noqa: E402
 from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
+from flexarm_sim.arms import resolve_arm  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
@@ -84,7 +85,7 @@ def test_bridge_enabled_exits_cleanly_with_torque_off(sig, tmp_path, ros_env):
     from std_msgs.msg import Float64MultiArray
 
     from flexarm_msgs.srv import Enable
-    from flexarm_sim.arms import arm_id, resolve_arm
+    from flexarm_sim.arms import arm_id
     emu = ServoEmulator([1, 2], link_path=str(tmp_path / 'ttyEN'))
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=int(ros_env['ROS_DOMAIN_ID']))
@@ -135,7 +136,7 @@ def test_emulator_exits_cleanly(phase, sig, tmp_path, ros_env):
     link = str(tmp_path / 'ttyEMU')
     args = ['-m', 'flexarm_control.emulation.servo_emulator', '--ids', '1', '2', '--link', link]
     if phase == 'startup_arm_model':
-        args += ['--arm', os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml'),
+        args += ['--arm', resolve_arm('deluca_two_link'),
                  '--params', os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')]
     if phase == 'serving':
         emu = EmulatorProcess(link, env=ros_env)

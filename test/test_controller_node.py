@@ -6,9 +6,10 @@ import time
 
 import numpy as np
 import pytest
+from flexarm_sim.arms import resolve_arm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARM = os.path.join(HERE, '..', 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 pytestmark = pytest.mark.ros
 
 

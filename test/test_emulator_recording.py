@@ -19,8 +19,9 @@ from flexarm_control.bridge.config import load_yaml  # noqa: E402
 from flexarm_control.emulation.servo_emulator import ServoEmulator  # noqa: E402
 from flexarm_control.emulation.plants import ArmRecording, ModelPlant  # noqa: E402
 from flexarm_sim.model import ArmState, load_model, step  # noqa: E402
+from flexarm_sim.arms import resolve_arm  # noqa: E402
 
-ARM = os.path.join(ROOT, 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 BRIDGE = os.path.join(ROOT, 'flexarm_bringup', 'config', 'hardware_bridge.yaml')
 EMULATOR = [sys.executable, '-m', 'flexarm_control.emulation.servo_emulator']
 

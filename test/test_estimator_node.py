@@ -23,11 +23,12 @@ sys.path.insert(0, HERE)
 from plant_harness import stop  # noqa: E402
 from bridge_harness import EmulatorProcess  # noqa: E402
 from ros_support import start_node, stop_cleanly  # noqa: E402
+from flexarm_sim.arms import shipped_arms_dir  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
 
 ROOT = os.path.abspath(os.path.join(HERE, '..'))
-ARMS = os.path.join(ROOT, 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 KT = 1.78                  # the emulator's XM430-W350 torque constant
 
 

@@ -480,7 +480,7 @@ def test_hardware_in_the_loop_pd_reaches_target(spawn, tmp_path, ros_env):
     """Emulated servo driving the slewing-beam flexible arm model; PD loop over DDS in the test process."""
     from std_msgs.msg import Float64MultiArray
 
-    arm = os.path.join(ROOT, 'flexarm_description', 'arms', 'slewing_beam.yaml')
+    arm = resolve_arm('slewing_beam')
     # the servos' Bus Watchdog at 0.5 s (shipped 0.1 s): not the subject here (test_dxl_watchdog, test_bridge_core,
     # test_bridge_failsafe); at load 10 the servo stopped itself in 1 of 2 runs of the controller test (emulated
     # servos in their own process): a bridge process not run for 0.1 s is a hung host to the servos (README)
@@ -529,7 +529,7 @@ def test_hardware_in_the_loop_with_the_controller_node(spawn, tmp_path, ros_env)
     """End to end as on hardware: controller node (pd_servo, its own process) -> /effort_controller/commands
     -> bridge (own process) -> serial pty -> emulated servo driving the slewing-beam model -> bridge ->
     /flexarm/state (joints only) -> controller. The controller's built-in move reaches its target."""
-    arm = os.path.join(ROOT, 'flexarm_description', 'arms', 'slewing_beam.yaml')
+    arm = resolve_arm('slewing_beam')
     # the servos' Bus Watchdog at 0.5 s (shipped 0.1 s): not the subject here (test_dxl_watchdog, test_bridge_core,
     # test_bridge_failsafe); at load 10 the servo stopped itself in 1 of 2 runs of the controller test (emulated
     # servos in their own process): a bridge process not run for 0.1 s is a hung host to the servos (README)

@@ -11,10 +11,11 @@ import sys
 import numpy as np
 import pytest
 import yaml
+from flexarm_sim.arms import shipped_arms_dir
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _cli(env, *args, timeout=300):

@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _flexarm(*args):

@@ -7,10 +7,11 @@ import pytest
 import yaml
 
 from flexarm_bringup import bringup
+from flexarm_sim.arms import resolve_arm
 
 CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'config')
 SHIPPED = os.path.join(CONFIG, 'hardware_bridge.yaml')
-DELUCA = os.path.join(CONFIG, '..', '..', 'flexarm_description', 'arms', 'deluca_two_link.yaml')
+DELUCA = resolve_arm('deluca_two_link')
 
 
 def bridge_file(tmp_path, arm):

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from flexarm_bringup.urdf_gen import FlexJointMap, generate_urdf, load, matrix_to_rpy, rpy_to_matrix
+from flexarm_sim.arms import shipped_arms_dir
 
 urdf = pytest.importorskip('urdf_parser_py.urdf')
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def parse(text):

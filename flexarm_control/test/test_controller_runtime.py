@@ -13,8 +13,9 @@ from flexarm_control.controller.runtime import ControllerRuntime
 from flexarm_control.laws import ComputedTorque, ModalLQR, PDServo, PointToPoint
 from flexarm_sim.model import load_model
 from flexarm_sim.plant.engine import PlantCore
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

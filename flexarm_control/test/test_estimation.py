@@ -19,8 +19,9 @@ from flexarm_sim.plant import config as pconfig
 from flexarm_sim.sensors import SensorConfig, preset_values
 
 from loop_harness import EstimatorLoop
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 RATE = 500.0
 
 

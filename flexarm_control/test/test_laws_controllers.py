@@ -9,8 +9,9 @@ from flexarm_control.laws import (ComputedTorque, ModalLQR, PDServo, PointToPoin
                                   make_shaper, model_modes, naganathan_gains, reflected_inertia,
                                   static_equilibrium)
 from flexarm_sim.model import load_model, rigid_limit, simulate, whole_arm_modes
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

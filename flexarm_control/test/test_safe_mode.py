@@ -22,8 +22,9 @@ from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.plant.engine import PlantCore
 
 from loop_harness import MOVE, Loop
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 ENVELOPE = Envelope(0.002, 0.05, 0.03)          # the controllers' defaults at 500 Hz
 
 # the burst tests below drive the switches with short bursts of late states (12 ms: 6 states at 500 Hz) and were

@@ -39,6 +39,15 @@ def arm_dirs() -> list:
     return out
 
 
+def shipped_arms_dir() -> str:
+    """The directory the shipped arms resolve to (flexarm_description's installed share, else the source tree)."""
+    dirs = arm_dirs()
+    if not dirs:
+        raise ConfigError('arm', 'no shipped arm directory: flexarm_description is neither installed nor in the '
+                                 'source tree')
+    return dirs[0]
+
+
 def shipped_arms() -> list:
     """Names of the shipped arms."""
     names = set()

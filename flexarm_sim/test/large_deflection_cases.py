@@ -16,8 +16,9 @@ import numpy as np
 from exact_planar_chain import chain_from_spec, simulate_chain
 
 from flexarm_sim.model import IntegrationError, load_arm, load_model, simulate
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 DT = 1e-3
 
 

@@ -24,13 +24,7 @@ import pytest
 
 from flexarm_sim.model import arm_from_dict, load_model
 from flexarm_sim.model.link_modes import TORSION
-
-ARMS = 'flexarm_description/arms/'
-
-
-def _repo_path(rel):
-    import os
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', rel)
+from flexarm_sim.arms import resolve_arm
 
 
 # ------------------------------------------------------------------------------------------ test arms
@@ -68,7 +62,7 @@ def random_spatial_arm(seed=3):
 
 
 def deluca():
-    return load_model(_repo_path(ARMS + 'deluca_two_link.yaml'))
+    return load_model(resolve_arm('deluca_two_link'))
 
 
 # ------------------------------------------------------------------------------------------ brute force

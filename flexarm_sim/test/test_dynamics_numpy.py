@@ -8,8 +8,9 @@ import pytest
 from flexarm_sim.model import ArmState, load_model, step
 from flexarm_sim.model import dynamics_numpy as dn
 from flexarm_sim.model import kernels
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 NAMES = ('deluca_two_link', 'spatial_3r', 'slewing_beam', 'rigid_puma3')
 
 

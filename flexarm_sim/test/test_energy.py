@@ -9,8 +9,9 @@ import pytest
 from flexarm_sim.model import arm_from_dict, load_arm, load_model
 from flexarm_sim.model import kernels
 from flexarm_sim.model.spec import arm_to_dict
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _random_ic(model, seed, deflection=0.005):

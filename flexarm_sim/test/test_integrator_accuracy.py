@@ -22,8 +22,9 @@ from flexarm_sim.model import auto_substeps, conservative, linearize, load_arm, 
 from flexarm_sim.model.integrators import GAUSS_STEP_LIMIT, ArmState, linearized_eigenvalues
 from flexarm_sim.plant.config import INTEGRATORS
 from flexarm_sim.plant.engine import PlantCore
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 SHIPPED = ('deluca_two_link', 'slewing_beam', 'rigid_puma3', 'spatial_3r')
 DT = 1e-3
 

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, load_model, simulate, step
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

@@ -7,8 +7,9 @@ import pytest
 
 from flexarm_sim.model import load_model
 from flexarm_sim.model import link_modes as lmod
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

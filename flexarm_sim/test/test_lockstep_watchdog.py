@@ -15,8 +15,9 @@ from flexarm_sim.model import load_model
 from flexarm_sim.plant import config
 from flexarm_sim.plant.commands import LockstepInbox
 from flexarm_sim.plant.runtime import PlantRuntime
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms'))
+ARMS = shipped_arms_dir()
 TIMEOUT = 0.3
 
 

@@ -3,6 +3,7 @@ import numpy as np
 
 from flexarm_sim.common.commands import LatestCommand, Throttle, check_command
 from flexarm_sim.plant.commands import OK, TIMEOUT, WAITING, CommandGate, LockstepInbox
+from flexarm_sim.arms import resolve_arm
 
 
 def test_check_command():
@@ -114,8 +115,7 @@ def _realtime_plant(**over):
     from flexarm_sim.model import load_model
     from flexarm_sim.plant import config
     from flexarm_sim.plant.runtime import PlantRuntime
-    arm = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms',
-                       'deluca_two_link.yaml')
+    arm = resolve_arm('deluca_two_link')
     model = load_model(os.path.abspath(arm))
     values = dict(config.TABLE.defaults(), time_mode='realtime', wait_for_command=False, **over)
     return PlantRuntime(model, config.resolved(values, model))

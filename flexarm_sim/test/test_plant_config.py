@@ -9,9 +9,10 @@ from flexarm_sim.common.params import DERIVED, ConfigError, flatten
 from flexarm_sim.model import load_model
 from flexarm_sim.plant import config
 from flexarm_sim.plant.config import TABLE, check_against_arm, resolved
+from flexarm_sim.arms import shipped_arms_dir
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-ARMS = os.path.join(ROOT, 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

@@ -6,12 +6,12 @@ import time
 import numpy as np
 import pytest
 
-from flexarm_sim.arms import load_arm_model, shipped_arms
+from flexarm_sim.arms import load_arm_model, shipped_arms, shipped_arms_dir
 from flexarm_sim.model import ArmState, load_model, step
 from flexarm_sim.plant.engine import MAX_AUTO_SUBSTEPS, PlantCore, auto_substeps, initial_state
 from flexarm_sim.plant.outputs import ArmOutputs, quaternion_xyzw
 
-ARMS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms'))
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

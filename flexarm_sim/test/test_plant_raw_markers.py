@@ -11,8 +11,9 @@ from visualization_msgs.msg import MarkerArray
 from flexarm_sim.model import load_model
 from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.ros.raw_markers import MarkerEncoder, markers_from_geometry
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.mark.parametrize('arm, trail_length', [('deluca_two_link', 300), ('spatial_3r', 50), ('deluca_two_link', 0)])

@@ -7,8 +7,9 @@ import pytest
 from flexarm_sim.model import joint_hf_inertia, load_model
 from flexarm_sim.plant.engine import PlantCore
 from flexarm_sim.plant.servo import JointServo
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _core(model, kp, kv, dt=1e-3):

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from flexarm_sim.model import arm_from_dict, load_arm, load_model, rigid_limit
+from flexarm_sim.arms import shipped_arms_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARMS = os.path.join(HERE, '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _rot(axis, a):

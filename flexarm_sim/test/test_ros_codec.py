@@ -9,14 +9,14 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from flexarm_msgs.msg import FlexState, JointEffortCommand, LinkDeflection
-from flexarm_sim.arms import arm_id
+from flexarm_sim.arms import arm_id, shipped_arms_dir
 from flexarm_sim.model import load_model
 from flexarm_sim.model.layout import ArmLayout
 from flexarm_sim.plant.outputs import ArmOutputs, quaternion_xyzw
 from flexarm_sim.ros import cdr
 from flexarm_sim.ros.flexstate import FlexStateDecoder, FlexStateEncoder, decode_state
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _arm(name):

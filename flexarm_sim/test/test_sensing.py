@@ -13,8 +13,9 @@ from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.model.observability import discrete_model, observability
 from flexarm_sim.model.sensing import (SensorSet, SensorSpecError, gauge_spec, parse_gauge, strain_gauge, strain_matrix,
                                        tip_specific_force)
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 G = 9.81
 
 

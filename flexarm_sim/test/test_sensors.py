@@ -15,8 +15,9 @@ from flexarm_sim.plant import config
 from flexarm_sim.plant.runtime import PlantRuntime
 from flexarm_sim.sensors import (SensorConfig, SimulatedSensors, filtered_noise_std, lowpass_alpha, preset_values,
                                  quantize)
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 @pytest.fixture(scope='module')

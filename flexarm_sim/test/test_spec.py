@@ -19,8 +19,9 @@ from flexarm_sim.model.spec import (
     rigid_limit,
     section_properties,
 )
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS_DIR = Path(__file__).resolve().parents[2] / "flexarm_description" / "arms"
+ARMS_DIR = Path(shipped_arms_dir())
 SHIPPED = ["deluca_two_link", "slewing_beam", "spatial_3r", "rigid_puma3"]
 
 

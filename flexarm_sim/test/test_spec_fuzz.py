@@ -30,8 +30,9 @@ import yaml
 
 from arm_mutations import mutate, path_str
 from flexarm_sim.model import ArmSpecError, arm_from_dict, load_arm, load_model, rigid_limit
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS_DIR = Path(__file__).resolve().parents[2] / "flexarm_description" / "arms"
+ARMS_DIR = Path(shipped_arms_dir())
 SHIPPED = sorted(p.stem for p in ARMS_DIR.glob("*.yaml"))
 N_MUTATIONS = 1000
 

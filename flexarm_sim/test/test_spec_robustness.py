@@ -31,9 +31,10 @@ from flexarm_sim.model.beam_modes import (_clamped_mass_roots, check_frequencies
 from flexarm_sim.model.fe_beam import fe_bending_modes
 from flexarm_sim.model.spec import (FIELD_RANGES, TIP_RATIO_LIMITS, ModeSolverError, check_arm,
                                     ranges_markdown)
+from flexarm_sim.arms import shipped_arms_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-ARMS_DIR = ROOT / "flexarm_description" / "arms"
+ARMS_DIR = Path(shipped_arms_dir())
 
 
 # ------------------------------------------------------------------------------------------ the table

@@ -8,7 +8,7 @@ import yaml
 from rclpy.serialization import deserialize_message, serialize_message
 
 from flexarm_msgs.msg import FlexState
-from flexarm_sim.arms import arm_id
+from flexarm_sim.arms import arm_id, shipped_arms_dir
 from flexarm_sim.common.sources import SourceMonitor, gid_text
 from flexarm_sim.model import load_model
 from flexarm_sim.model.layout import JOINT_MARGIN, ArmLayout, joints_only_layout
@@ -16,7 +16,7 @@ from flexarm_sim.plant.outputs import ArmOutputs
 from flexarm_sim.ros import dds_security, names
 from flexarm_sim.ros.flexstate import FlexStateDecoder, FlexStateEncoder, decode_state
 
-ARMS = os.path.join(os.path.dirname(__file__), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 
 
 def _arm(path):

@@ -23,9 +23,9 @@ import scipy.linalg
 
 from flexarm_sim.model import arm_from_dict, load_arm, load_model, whole_arm_modes
 from flexarm_sim.model.spec import arm_to_dict
+from flexarm_sim.arms import resolve_arm
 
-ARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms',
-                   'deluca_two_link.yaml')
+ARM = resolve_arm('deluca_two_link')
 
 # De Luca & Siciliano (DESIGN.md §5)
 L1 = L2 = 0.5

@@ -16,8 +16,9 @@ import pytest
 from flexarm_sim.model import ArmSpecError, arm_from_dict, load_arm, load_model, whole_arm_modes
 from flexarm_sim.model.linearize import mode_convergence, with_more_modes
 from flexarm_sim.model.spec import arm_to_dict
+from flexarm_sim.arms import shipped_arms_dir
 
-ARMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'flexarm_description', 'arms')
+ARMS = shipped_arms_dir()
 G = 9.81
 M, C, IC = 2.0, 0.3, 0.05          # rigid pendulum: mass, COM distance from the joint axis, inertia about the COM
 
