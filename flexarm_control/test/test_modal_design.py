@@ -104,7 +104,7 @@ def test_the_real_time_design_holds_a_band_of_actual_delays_the_one_period_desig
     # the general delayed loop against the one-period formulation (the damping test's), same law, same delay
     law = ModalLQR(model, dt=DT, input_delay=DT)
     ref = sorted(_closed_loop_damping(law, model, np.zeros(2)))
-    from flexarm_control.laws.modal import delay_augmented, delayed_discretization
+    from flexarm_control.laws.lti import delay_augmented, delayed_discretization
     from flexarm_sim.model import linearize
     from flexarm_sim.model.equilibrium import static_equilibrium
     K, _, _, _, Ku = law.design_delayed(np.zeros(2))
@@ -153,7 +153,7 @@ def test_the_multiplicative_noise_lqr_against_a_scalar_solution():
     p = q + a^2 p + da^2 p - a^2 b^2 p^2 / (r + b^2 p) solved in closed form (a quadratic in p), k = a b p / (r + b^2 p);
     without noise the plain LQR; noise beyond mean-square stabilizability (da^2 >= 1, no gain can help) reported
     unconverged with the last gain found."""
-    from flexarm_control.laws.modal import multiplicative_noise_lqr
+    from flexarm_control.laws.lti import multiplicative_noise_lqr
     a, b, q, r, da = 1.02, 0.5, 2.0, 0.3, 0.4
     # p (r + b^2 p) = (q + (a^2 + da^2) p)(r + b^2 p) - a^2 b^2 p^2  ->  c2 p^2 + c1 p + c0 = 0
     c2 = b * b * (1.0 - da * da)
@@ -261,7 +261,7 @@ def _closed_loop_damping(law, model, q):
     A, B = linearize(model, z, tau).state_space()
     d = law.input_delay
     if d > law.dt:                                       # longer delays: the general formulation (delay_augmented)
-        from flexarm_control.laws.modal import delay_augmented, delayed_discretization
+        from flexarm_control.laws.lti import delay_augmented, delayed_discretization
         Aa, Ba = delay_augmented(delayed_discretization(A, B, law.dt, d), law.history)
         ev = np.linalg.eigvals(Aa - Ba @ np.hstack([K, Ku]))
         lam = np.log(ev[np.abs(ev) > 1e-12].astype(complex)) / law.dt

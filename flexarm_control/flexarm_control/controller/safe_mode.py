@@ -103,7 +103,7 @@ import numpy as np
 import scipy.linalg
 
 from ..laws.base import ControlLaw, rigid_model_of
-from ..laws.modal import delayed_discretization
+from ..laws.lti import delayed_discretization, lqr
 from ..laws.schedule import ScheduleGrid
 from ..laws.reference import ReferenceManager
 
@@ -252,9 +252,7 @@ class HoldModel:
         return np.where(w2 >= 0, np.sqrt(np.abs(w2)), -np.sqrt(np.abs(w2))) / (2 * math.pi)
 
     def modal_gain(self, authority):
-        R = np.diag(1.0 / (authority * self.tau_max) ** 2)
-        P = scipy.linalg.solve_continuous_are(self.A, self.B, self.Q, R)
-        return np.linalg.solve(R, self.B.T @ P)
+        return lqr(self.A, self.B, self.Q, np.diag(1.0 / (authority * self.tau_max) ** 2))[0]
 
     def decay_rate(self, Kc) -> float:
         """Worst decay rate (1/s) of the controlled loop over the envelope (negative: unstable somewhere)."""

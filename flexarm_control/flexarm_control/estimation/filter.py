@@ -32,7 +32,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from numba import njit
 
 from flexarm_sim.model import ArmState, IntegrationError, largest_stable_rk4_step, linearize, step, zero_order_hold
@@ -40,6 +39,7 @@ from flexarm_sim.model.equilibrium import static_equilibrium
 from flexarm_sim.model.kernels import INTERNAL, KERNEL_LONG, KERNEL_NO_NRT, forward_dynamics, kernel, link_frames
 from flexarm_sim.model.sensing import TIP_ACCEL_STEP, SensorSet, strain_matrix
 
+from ..laws.lti import dlqe
 from ..laws.schedule import ScheduleGrid
 
 RK4_SAFETY = 0.5
@@ -420,8 +420,8 @@ class ModalKalmanFilter:
 
     def stationary_covariance(self, q):
         """The a-posteriori covariance the filter converges to at the cell of q with every sensor fused each period:
-        from the discrete algebraic Riccati equation of the filter (scipy.linalg.solve_discrete_are with A = Phi^T,
-        B = H^T gives the a-priori P), P+ = P - P H^T (H P H^T + R)^-1 H P. None if it has no solution."""
+        the stationary Kalman filter of the cell (laws.lti.dlqe: the a-priori P of the dual discrete Riccati
+        equation, P+ = P - P H^T (H P H^T + R)^-1 H P). None if it has no solution."""
         c = self.cell(q)
         key = self.cell_key(q)
         if key in self._stationary:
@@ -433,10 +433,7 @@ class ModalKalmanFilter:
         H, R = np.vstack(Hs), np.diag(np.concatenate(Rs))
         Q = c.Q + 1e-18 * np.eye(self.nx)          # positive definite for the solver (rigid modes, biases)
         try:
-            P = scipy.linalg.solve_discrete_are(c.Phi.T, H.T, Q, R)
-            S = H @ P @ H.T + R
-            Pp = P - P @ H.T @ np.linalg.solve(S, H @ P)
-            Pp = 0.5 * (Pp + Pp.T)
+            Pp = dlqe(c.Phi, H, Q, R)[2]
             if not (np.all(np.isfinite(Pp)) and np.min(np.linalg.eigvalsh(Pp)) > -1e-12 * np.max(np.diag(Pp))):
                 Pp = None
         except (np.linalg.LinAlgError, ValueError):
