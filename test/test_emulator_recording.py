@@ -28,7 +28,7 @@ EMULATOR = [sys.executable, '-m', 'flexarm_control.emulation.servo_emulator']
 
 def test_the_recording_is_the_arm_under_the_servo_currents(tmp_path):
     model = load_model(ARM)
-    joints = [j.servo() for j in load_yaml(BRIDGE).joints]
+    joints = list(load_yaml(BRIDGE).joints)
     plant = ModelPlant(model, joints)
     emu = ServoEmulator([j.servo_id for j in joints], plant=plant, start=False)
     try:
@@ -74,7 +74,7 @@ def test_the_recording_is_the_arm_under_the_servo_currents(tmp_path):
 
 def test_the_recording_buffer_grows_and_keeps_every_row():
     model = load_model(ARM)
-    plant = ModelPlant(model, [j.servo() for j in load_yaml(BRIDGE).joints])
+    plant = ModelPlant(model, list(load_yaml(BRIDGE).joints))
     rec = ArmRecording(plant, rows=3)
     for k in range(10):
         plant.state.z[0] = 0.1 * k

@@ -50,6 +50,8 @@ import time
 from mcap.well_known import MessageEncoding, SchemaEncoding
 from mcap.writer import CompressionType, Writer
 
+from flexarm_sim.compat.rclpy_private import RawWaitSet, take_serialized
+
 PRIMITIVE_TYPES = frozenset((
     'bool', 'byte', 'char', 'float32', 'float64', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32',
     'int64', 'uint64', 'string', 'wstring',
@@ -281,31 +283,19 @@ class Recorder:
 
     # ------------------------------------------------------------------ the recording thread
     def _run(self):
-        import contextlib
-        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-        ws = _rclpy.WaitSet(len(self._topics), 1, 0, 0, 0, 0, self.node.context.handle)
-        by_pointer = {t.sub.handle.pointer: t for t in self._topics}
+        waiter = RawWaitSet(self.node.context, [t.sub for t in self._topics], [self._guard])
+        by_sub = {id(t.sub): t for t in self._topics}
         while self._running:
-            with contextlib.ExitStack() as stack:
-                ws.clear_entities()
-                for t in self._topics:
-                    stack.enter_context(t.sub.handle)
-                    ws.add_subscription(t.sub.handle)
-                stack.enter_context(self._guard.handle)
-                ws.add_guard_condition(self._guard.handle)
-                ws.wait(200_000_000)
-                if not self._running:
-                    return
-                for ptr in ws.get_ready_entities('subscription'):
-                    t = by_pointer.get(ptr)
-                    if t is not None:
-                        self._drain(t)
+            ready = waiter.wait(200_000_000)
+            if not self._running:
+                return
+            for sub in ready:
+                self._drain(by_sub[id(sub)])
 
     def _drain(self, t):
         """Take every message waiting on t's subscription and write it."""
-        h = t.sub.handle
         while self._running:
-            got = h.take_message(t.cls, True)
+            got = take_serialized(t.sub)
             if got is None:
                 return
             self._write(t, got[0], got[1])

@@ -10,6 +10,7 @@ from flexarm_control.bridge.servo_bus import (
     JointServoConfig, clamp_current_raw, current_limit_raw, current_to_effort,
     effort_to_current, joint_position_to_servo_counts, joint_velocity_to_servo_raw,
     servo_counts_to_joint_position, servo_velocity_to_joint)
+from flexarm_sim.common.params import ConfigError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -177,7 +178,7 @@ def test_effort_current_conversions_and_clamp():
     assert clamped and raw == -current_limit_raw(j, m)
     assert abs(raw) * m.current_amp_per_lsb <= j.current_limit
     # the model maximum caps a generous configured limit
-    assert current_limit_raw(_joint(current_limit=50.0), m) == m.current_limit_max_lsb
+    assert current_limit_raw(_joint(current_limit=15.0), m) == m.current_limit_max_lsb     # (the table allows <= 20 A)
 
 
 def test_joint_config_validation():
@@ -187,3 +188,17 @@ def test_joint_config_validation():
         _joint(direction=2)
     with pytest.raises(ValueError):
         _joint(position_limits=(1.0, -1.0))
+
+
+def test_joint_config_is_checked_by_the_bridge_table():
+    """One shape, one validation: JointServoConfig's defaults and checks are JOINT_TABLE's (the bridge node's
+    joints.<joint>.<key>), its errors name the parameter."""
+    from flexarm_control.bridge.joint import JOINT_TABLE
+    j = JointServoConfig('elbow', 2)
+    for key, p in JOINT_TABLE.params.items():
+        if p.default is not None:
+            assert getattr(j, key) == p.default, key
+    with pytest.raises(ConfigError, match=r"joints\.elbow\.current_limit"):
+        JointServoConfig('elbow', 2, current_limit=50.0)
+    with pytest.raises(ConfigError, match=r"joints\.elbow\.servo_id"):
+        JointServoConfig('elbow', 253)

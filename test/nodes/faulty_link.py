@@ -29,7 +29,7 @@ def main():
     arm, params, link = sys.argv[1:4]
     over = dict(a.split('=', 1) for a in sys.argv[4:])
     cfg = load_yaml(params, overrides={f'joints.{j}.{k}': v for j in load_yaml(params).names for k, v in over.items()})
-    joints = [j.servo() for j in cfg.joints]
+    joints = list(cfg.joints)
     plant = ModelPlant(load_model(arm), joints)
     emu = ServoEmulator([j.servo_id for j in joints], model=cfg['model'], plant=plant,
                         link_path=link + '.servos')

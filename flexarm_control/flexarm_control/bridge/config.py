@@ -21,7 +21,7 @@ YAML form (nested keys become dotted ROS parameter names, e.g. ``joints.shoulder
           elbow:    {servo_id: 2, ...}
 
 The parameters are one table per node, the project's mechanism (flexarm_sim.common.params): TABLE for the bridge
-and JOINT_TABLE for each joint, expanded by `table_for(joint_names)` into ``joints.<joint>.<key>`` entries; the
+and JOINT_TABLE (joint.py) for each joint, expanded by `table_for(joint_names)` into ``joints.<joint>.<key>`` entries; the
 node declares that table (flexarm_sim.ros.parameters.NodeParams). ``BridgeConfig.from_mapping(flat)`` validates a
 flat ``{dotted name: value}`` mapping and the rules across parameters, and raises :class:`ConfigError` naming the
 offending parameter; unknown names are errors (typos must not silently fall back to a default).
@@ -29,7 +29,6 @@ flexarm_bringup/config/hardware_bridge.yaml is generated from the tables (an exa
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
@@ -37,11 +36,11 @@ from flexarm_sim.common.params import (ConfigError, Param, ParamTable, boolean, 
                                        integer, number, string)
 
 from . import control_table as ct
-from .servo_bus import JointServoConfig, ServoBusConfig, current_limit_raw
+from .joint import JOINT_TABLE, JointServoConfig
+from .servo_bus import ServoBusConfig, current_limit_raw
 
 BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)   # the vendor SDK's; not 4.5 Mbps
 WATCHDOG_ACTIONS = ('torque_off', 'hold_position')
-JOINT_MODES = ('current', 'current_position')
 _string = string()
 
 
@@ -60,28 +59,6 @@ def _names(value, name):
 
 
 _names.text = 'list of joint names (no "." or "/")'
-
-
-def _pair(value, name):
-    if isinstance(value, (str, bytes)) or not hasattr(value, '__iter__'):
-        raise ConfigError(name, f'expected [low, high], got {value!r}')
-    v = [number(x, f'{name}[{i}]') for i, x in enumerate(value)]
-    if len(v) != 2 or not v[0] < v[1]:
-        raise ConfigError(name, f'expected [low, high] with low < high, got {v}')
-    return (v[0], v[1])
-
-
-_pair.text = '[low, high], low < high'
-
-
-def _direction(value, name):
-    v = integer()(value, name)
-    if v not in (1, -1):
-        raise ConfigError(name, f'must be 1 or -1, got {v}')
-    return v
-
-
-_direction.text = '1 | -1'
 
 
 def _bus_watchdog(value, name):
@@ -156,21 +133,6 @@ TABLE = ParamTable('hardware_bridge', {
     'joint_names': Param(None, _names, 'joint order of /joint_states and of the command arrays (required)'),
 })
 
-JOINT_TABLE = ParamTable('joints.<joint>', {
-    'servo_id': Param(None, integer(lo=0, hi=252), 'Dynamixel ID (0-252)'),
-    'mode': Param('current', choice(JOINT_MODES),
-                  'current (torque control, /effort_controller/commands) | current_position '
-                  '(servo-side PD, /position_controller/commands)'),
-    'torque_constant': Param(1.78, float_range(lo=0.0, lo_open=True, hi=100.0), 'N m/A at the servo horn'),
-    'gear_ratio': Param(1.0, float_range(lo=0.0, lo_open=True, hi=1000.0), 'external reduction horn -> joint'),
-    'direction': Param(1, _direction, '+1 / -1 (joint sign relative to the servo)'),
-    'zero_offset': Param(0.0, float_range(lo=-100.0, hi=100.0), 'rad, joint angle when the servo reads 0'),
-    'position_limits': Param((-math.pi, math.pi), _pair, 'rad [low, high], joint side'),
-    'velocity_limit': Param(5.0, float_range(lo=0.0, lo_open=True, hi=1000.0), 'rad/s, joint side'),
-    'current_limit': Param(1.0, float_range(lo=0.0, lo_open=True, hi=20.0), 'A, motor side (<= model maximum)'),
-    'effort_limit': Param(0.0, float_range(lo=0.0, hi=1000.0),
-                          'N m, joint side; 0 = current_limit x torque_constant x gear_ratio'),
-})
 PARAMETERS = TABLE.params
 JOINT_PARAMETERS = JOINT_TABLE.params
 
@@ -184,29 +146,9 @@ def table_for(joint_names) -> ParamTable:
 
 
 @dataclass
-class JointConfig:
-    name: str
-    servo_id: int
-    mode: str
-    torque_constant: float
-    gear_ratio: float
-    direction: int
-    zero_offset: float
-    position_limits: tuple
-    velocity_limit: float
-    current_limit: float
-    effort_limit: float          # effective |tau| bound (N m), never above what current_limit allows
-
-    def servo(self) -> JointServoConfig:
-        return JointServoConfig(self.name, self.servo_id, self.mode, self.torque_constant, self.gear_ratio,
-                                self.direction, self.zero_offset, tuple(self.position_limits),
-                                self.velocity_limit, self.current_limit)
-
-
-@dataclass
 class BridgeConfig:
     values: Dict[str, object]
-    joints: List[JointConfig] = field(default_factory=list)
+    joints: List[JointServoConfig] = field(default_factory=list)
 
     def __getitem__(self, name):
         return self.values[name]
@@ -254,12 +196,10 @@ class BridgeConfig:
             if jv['current_limit'] > max_a + 1e-9:
                 raise ConfigError(f'joints.{jn}.current_limit',
                                   f'{jv["current_limit"]:g} A exceeds the {model.name} maximum {max_a:.3f} A')
-            requested = jv.pop('effort_limit')
-            jc = JointConfig(name=jn, effort_limit=0.0, **jv)
+            requested = jv['effort_limit']
+            jc = JointServoConfig(name=jn, **jv)
             # the bound the bus can actually apply: the current limit rounded down to LSB
-            servo = jc.servo()
-            bus_max = current_limit_raw(servo, model) * model.current_amp_per_lsb \
-                * jc.torque_constant * jc.gear_ratio
+            bus_max = current_limit_raw(jc, model) * model.current_amp_per_lsb * jc.torque_constant * jc.gear_ratio
             if bus_max <= 0:
                 raise ConfigError(f'joints.{jn}.current_limit', 'rounds down to 0 LSB')
             jc.effort_limit = bus_max if requested == 0 else min(requested, bus_max)
@@ -300,7 +240,7 @@ class BridgeConfig:
     def bus_config(self) -> ServoBusConfig:
         rt = self.values['read_timeout']
         return ServoBusConfig(port=self['port'], baudrate=self['baud_rate'],
-                              joints=[j.servo() for j in self.joints], model=self['model'],
+                              joints=list(self.joints), model=self['model'],
                               read_timeout=rt if rt > 0 else None,
                               hw_status_period=self['hardware_status_period'],
                               bus_watchdog=self.bus_watchdog_units)

@@ -47,6 +47,7 @@ from flexarm_msgs.msg import AppliedEffort, FlexState, JointEffortCommand
 from flexarm_msgs.srv import Enable
 from flexarm_sim.common.scheduler import (FixedRateScheduler, ReceiveThreads, fifo_report, set_thread_fifo,
                                          set_timer_slack)
+from flexarm_sim.compat.rclpy_private import parameter_overrides
 from flexarm_sim.model.layout import joints_only_layout
 from flexarm_sim.ros import names as ros_names
 from flexarm_sim.ros.flexstate import FlexStateEncoder
@@ -90,7 +91,7 @@ class BridgeNode(Node):
         super().__init__('hardware_bridge', **kw)
         warn_unmatched_params_files(self)
         # the table of these joints (joints.<joint>.<key> for every name in joint_names), declared as every node's
-        override = (getattr(self, '_parameter_overrides', {}) or {}).get('joint_names')
+        override = parameter_overrides(self).get('joint_names')
         names = _names(override.value, 'joint_names') if override is not None and override.value is not None else []
         self.params = NodeParams(self, table_for(names))
         self.cfg = BridgeConfig.from_mapping(self.params.values)

@@ -72,7 +72,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from flexarm_sim.compat import sdk_private
+
 from . import control_table as ct
+from .joint import JointServoConfig  # noqa: F401  (the bus's joint shape; re-exported)
 from . import protocol as p
 
 try:  # the SDK is only needed at run time, conversions work without it
@@ -118,37 +121,6 @@ class ServoCommError(BusError):
     def __init__(self, message: str, failed: Optional[Dict[int, str]] = None):
         super().__init__(message)
         self.failed: Dict[int, str] = dict(failed or {})
-
-
-@dataclass
-class JointServoConfig:
-    name: str
-    servo_id: int
-    mode: str = "current"                 # 'current' | 'current_position'
-    torque_constant: float = 1.78         # N*m/A at the servo output shaft
-    gear_ratio: float = 1.0               # external reduction servo -> joint
-    direction: int = 1                    # +1 / -1
-    zero_offset: float = 0.0              # rad, joint side (joint angle at servo count 0)
-    position_limits: Tuple[float, float] = (-math.pi, math.pi)  # rad, joint side
-    velocity_limit: float = 5.0           # rad/s, joint side
-    current_limit: float = 1.0            # A, motor side
-
-    def __post_init__(self):
-        if self.mode not in ("current", "current_position"):
-            raise ValueError("joint %s: mode must be 'current' or 'current_position'" % self.name)
-        if self.direction not in (1, -1):
-            raise ValueError("joint %s: direction must be +1 or -1" % self.name)
-        if self.torque_constant <= 0 or self.gear_ratio <= 0:
-            raise ValueError("joint %s: torque_constant and gear_ratio must be > 0" % self.name)
-        lo, hi = self.position_limits
-        if not lo < hi:
-            raise ValueError("joint %s: position_limits must be (low, high)" % self.name)
-        if not 0 <= self.servo_id <= 252:
-            raise ValueError("joint %s: servo id out of range" % self.name)
-
-    @property
-    def mode_value(self) -> int:
-        return ct.MODE_BY_NAME[self.mode]
 
 
 @dataclass
@@ -373,7 +345,7 @@ class ServoBus:
         self.counters.port_errors += 1
         self._lost = True
         if self.port is not None:
-            self.port.is_using = False
+            sdk_private.release(self.port)
         raise PortLostError("%s on %s failed: %s" % (what, self.config.port, exc)) from exc
 
     # -- exchanges (strict reply matching, barrier after failures; see the module docstring) --------
@@ -383,13 +355,14 @@ class ServoBus:
         if self.config.read_timeout is not None:
             timeout = self.config.read_timeout
         else:
-            timeout = 1e-3 * (self.port.tx_time_per_byte * reply_bytes + 2.0 * LATENCY_TIMER_MS + 2.0)
+            byte_ms = sdk_private.tx_time_per_byte(self.port)
+            timeout = 1e-3 * (byte_ms * reply_bytes + 2.0 * LATENCY_TIMER_MS + 2.0)
         self._deadline = time.monotonic() + timeout
 
     def _tx(self, txpacket_fn) -> int:
         """Send one request through the SDK (it flushes the receive buffer first); forget parsed bytes."""
         res = txpacket_fn()
-        self.port.is_using = False       # replies are read here, not by the SDK
+        sdk_private.release(self.port)   # replies are read here, not by the SDK
         self._parser.reset()
         self._ready.clear()
         return res
@@ -434,7 +407,7 @@ class ServoBus:
         The deadline is judged before each read: bytes that arrived by then are read even if this
         thread was late (GIL, scheduler) - the SDK's rxPacket declares a timeout in that case.
         """
-        fd = self.port.ser.fileno()
+        fd = sdk_private.file_descriptor(self.port)
         while True:
             while self._ready:
                 item = self._ready.popleft()

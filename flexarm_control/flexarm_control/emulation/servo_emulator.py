@@ -793,7 +793,7 @@ def _model_plant(arm: str, params: Optional[str]):
     if params is None:
         raise SystemExit("dxl_emulator: --arm needs --params (the bridge's parameter file: ids, directions, gears)")
     cfg = load_yaml(params)
-    joints = [j.servo() for j in cfg.joints]
+    joints = list(cfg.joints)
     return [j.servo_id for j in joints], cfg['model'], ModelPlant(load_model(arm), joints)
 
 

@@ -26,10 +26,10 @@ Workspace arrays are allocated once per model (ArmModel) and reused; the kernels
 """
 import numpy as np
 from numba import njit, typeof, types
-from numba.core import config as numba_config
-from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
+
+from ..compat.numba_private import call_through_address, compile_settings, compiler_lock, entry_address
 
 # Floating-point freedoms of the kernels: reassociation, contraction (FMA), reciprocal, signed zeros; not 'nnan' /
 # 'ninf' (callers check results for non-finite values, which those would let LLVM optimise away). Measured with
@@ -66,14 +66,8 @@ def kernel(**options):
         compile_default = dispatcher.compile
 
         def compile(sig):
-            with global_compiler_lock:
-                saved = numba_config.OPT, numba_config.LOOP_VECTORIZE
-                numba_config.OPT = numba_config._OptLevel(COMPILE_OPT)
-                numba_config.LOOP_VECTORIZE = COMPILE_LOOP_VECTORIZE
-                try:
-                    return compile_default(sig)
-                finally:
-                    numba_config.OPT, numba_config.LOOP_VECTORIZE = saved
+            with compiler_lock(), compile_settings(COMPILE_OPT, COMPILE_LOOP_VECTORIZE):
+                return compile_default(sig)
 
         dispatcher.compile = compile
         return dispatcher
@@ -784,15 +778,7 @@ def _call_address(typingctx, addr, d, ws, z, zd, tau, J, rhs, want_mass):
             raise TypingError(f'dynamics: {name} must be a C-contiguous float64 array of {nd} dimension(s), '
                               f'got {ty}')
     args = (d, ws, z, zd, tau, J, rhs, types.boolean)
-    sig = types.none(types.int64, *args)
-
-    def codegen(context, builder, signature, llargs):
-        fnty = context.call_conv.get_function_type(types.none, args)
-        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
-        context.call_conv.call_function(builder, fn, types.none, args, llargs[1:])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return types.none(types.int64, *args), call_through_address(types.none, args)
 
 
 @kernel(**INTERNAL)
@@ -810,30 +796,14 @@ def call_dynamics_terms(d, ws, z, zd, tau, J, rhs, want_mass):
 def _call_rk4(typingctx, addr, d, ws, z, zd, tau, dt, substeps):
     """rk4_step at address addr (see step_addresses); returns its bool."""
     args = (d, ws, z, zd, tau, types.float64, types.int64)
-    sig = types.boolean(types.int64, *args)
-
-    def codegen(context, builder, signature, llargs):
-        fnty = context.call_conv.get_function_type(types.boolean, args)
-        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
-        _, res = context.call_conv.call_function(builder, fn, types.boolean, args, llargs[1:])
-        return res
-
-    return sig, codegen
+    return types.boolean(types.int64, *args), call_through_address(types.boolean, args)
 
 
 @intrinsic
 def _call_midpoint(typingctx, addr, d, ws, z, zd, tau, dt, substeps, tol, max_iter):
     """midpoint_step at address addr (see step_addresses); returns its bool."""
     args = (d, ws, z, zd, tau, types.float64, types.int64, types.float64, types.int64)
-    sig = types.boolean(types.int64, *args)
-
-    def codegen(context, builder, signature, llargs):
-        fnty = context.call_conv.get_function_type(types.boolean, args)
-        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
-        _, res = context.call_conv.call_function(builder, fn, types.boolean, args, llargs[1:])
-        return res
-
-    return sig, codegen
+    return types.boolean(types.int64, *args), call_through_address(types.boolean, args)
 
 
 # Integrator codes of call_step / ws.step_addr (integrators.METHODS lists the names in this order).
@@ -855,8 +825,7 @@ def call_step(d, ws, z, zd, tau, dt, substeps, method, tol, max_iter):
 
 def _address(dispatcher, sig) -> int:
     dispatcher.compile(sig)
-    cres = dispatcher.overloads[sig]
-    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+    return entry_address(dispatcher, sig)
 
 
 def step_addresses(d, ws, methods=('rk4', 'midpoint', 'gauss')):

@@ -18,9 +18,8 @@ import threading
 
 from rclpy.callback_groups import CallbackGroup
 from rclpy.guard_condition import GuardCondition
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-
 from ..common.scheduler import ReceiveThreads, fifo_report, set_thread_fifo
+from ..compat.rclpy_private import RawWaitSet, take_serialized
 
 
 class Detached(CallbackGroup):
@@ -44,15 +43,12 @@ class HotSubscription:
                                             callback_group=Detached())
         self.topic = self.sub.topic_name
         self.guard = GuardCondition(callback=None, callback_group=None, context=self.context)
-        self._ws = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, self.context.handle)
-        self._sub_ptr = self.sub.handle.pointer
+        self._waiter = RawWaitSet(self.context, [self.sub], [self.guard])
         self.taken = 0
 
     def take_now(self):
         """A message already received (bytes), or None: no waiting."""
-        h = self.sub.handle
-        with h:
-            got = h.take_message(self.sub.msg_type, True)
+        got = take_serialized(self.sub)
         if got is None:
             return None
         self.taken += 1
@@ -70,21 +66,11 @@ class HotSubscription:
 
     def take(self, timeout_s: float):
         """The next message (bytes), waiting up to timeout_s; None on timeout or wake()."""
-        h = self.sub.handle
-        with h:
-            got = h.take_message(self.sub.msg_type, True)          # one already waiting: no wait at all
-            if got is not None:
-                self.taken += 1
-                return got[0]
-            ws = self._ws
-            ws.clear_entities()
-            ws.add_subscription(h)
-            with self.guard.handle:
-                ws.add_guard_condition(self.guard.handle)
-                ws.wait(int(timeout_s * 1e9))
-            if self._sub_ptr not in ws.get_ready_entities('subscription'):
+        got = take_serialized(self.sub)                             # one already waiting: no wait at all
+        if got is None:
+            if not self._waiter.wait(int(timeout_s * 1e9)):
                 return None
-            got = h.take_message(self.sub.msg_type, True)
+            got = take_serialized(self.sub)
         if got is None:
             return None
         self.taken += 1

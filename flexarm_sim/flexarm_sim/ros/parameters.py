@@ -19,6 +19,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from ..common.commands import clip
 from ..common.params import DERIVED, ConfigError, ParamTable, ignored
+from ..compat.rclpy_private import parameter_overrides
 
 
 def _ros_value(v):
@@ -29,7 +30,7 @@ class NodeParams:
     def __init__(self, node, table: ParamTable):
         self.node = node
         self.table = table
-        overrides = dict(getattr(node, '_parameter_overrides', {}) or {})
+        overrides = dict(parameter_overrides(node))
         for name in overrides:
             if not ignored(name) and name not in table:
                 raise ConfigError(name, f'unknown parameter of node {node.get_name()} (typo?)')
@@ -54,7 +55,7 @@ class NodeParams:
     def resolve(self, derived: dict):
         """Declare the DERIVED parameters with the value in force: the file's where it set one, else derived[name]
         (validated by the table like any value)."""
-        overrides = getattr(self.node, '_parameter_overrides', {})
+        overrides = parameter_overrides(self.node)
         for name in self._pending:
             v = self.values[name]
             if v is DERIVED:
