@@ -45,6 +45,25 @@ class PlantGoals:
 PlantFn = Callable[[float, PlantGoals, np.ndarray], Tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
+def servo_current(g: PlantGoals, on: np.ndarray, theta, omega, kp: float, kd: float, kv: Optional[float] = None):
+    """The servos' motor current (A) by operating mode, each servo's own loop on its shaft angle theta and rate
+    omega (servo side): current mode the Goal Current clipped to the Current Limit; position modes (3, 4, 5)
+    ``kp (theta_goal - theta) - kd omega`` clipped to the limit (mode 5 also to |Goal Current|); velocity mode
+    ``kv (omega_goal - omega)`` clipped (with kv; without, as current mode); torque off 0."""
+    lim = g.current_limit_a
+    i = np.clip(g.current_a, -lim, lim)
+    pos = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
+        | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
+    if pos.any():
+        ip = kp * (g.position_rad - theta) - kd * omega
+        plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION, np.minimum(np.abs(g.current_a), lim), lim)
+        i = np.where(pos, np.clip(ip, -plim, plim), i)
+    vel = g.modes == ct.MODE_VELOCITY
+    if kv is not None and vel.any():
+        i = np.where(vel, np.clip(kv * (g.velocity_rad_s - omega), -lim, lim), i)
+    return np.where(on, i, 0.0)
+
+
 class MotorInertiaPlant:
     """Independent motor + inertia per servo: ``J w' = k_t i - b w``.
 
@@ -70,19 +89,7 @@ class MotorInertiaPlant:
         self.i = np.zeros(n)
 
     def _current(self, g: PlantGoals, on: np.ndarray) -> np.ndarray:
-        lim = g.current_limit_a
-        i = np.clip(g.current_a, -lim, lim)
-        pos_modes = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
-            | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
-        if pos_modes.any():
-            ip = self.kp * (g.position_rad - self.q) - self.kd * self.w
-            plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION,
-                            np.minimum(np.abs(g.current_a), lim), lim)
-            i = np.where(pos_modes, np.clip(ip, -plim, plim), i)
-        vel = g.modes == ct.MODE_VELOCITY
-        if vel.any():
-            i = np.where(vel, np.clip(self.kv * (g.velocity_rad_s - self.w), -lim, lim), i)
-        return np.where(on, i, 0.0)
+        return servo_current(g, on, self.q, self.w, self.kp, self.kd, self.kv)
 
     def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
         dt = min(max(dt, 0.0), self.max_dt)
@@ -142,15 +149,7 @@ class ModelPlant:
         return self.dirs * self.state.zd[self.qi] * self.gear
 
     def _current(self, g: PlantGoals, on: np.ndarray) -> np.ndarray:
-        lim = g.current_limit_a
-        i = np.clip(g.current_a, -lim, lim)
-        pos = (g.modes == ct.MODE_POSITION) | (g.modes == ct.MODE_EXTENDED_POSITION) \
-            | (g.modes == ct.MODE_CURRENT_BASED_POSITION)
-        if pos.any():
-            ip = self.kp * (g.position_rad - self.servo_position()) - self.kd * self.servo_velocity()
-            plim = np.where(g.modes == ct.MODE_CURRENT_BASED_POSITION, np.minimum(np.abs(g.current_a), lim), lim)
-            i = np.where(pos, np.clip(ip, -plim, plim), i)
-        return np.where(on, i, 0.0)
+        return servo_current(g, on, self.servo_position(), self.servo_velocity(), self.kp, self.kd)
 
     def __call__(self, dt: float, goals: PlantGoals, torque_enabled: np.ndarray):
         self.pending += min(max(dt, 0.0), self.max_dt)
