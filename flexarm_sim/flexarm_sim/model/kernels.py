@@ -1146,6 +1146,21 @@ def link_frames(d, z, RF, pL, RE, pE):
             RE[j, i, 2] = r0 * e02 + r1 * e12 + r2 * e22
 
 
+@kernel(**INTERNAL)
+def kinetic_energy(d, ws, z, zd, tau0, J, rhs):
+    """T = 1/2 zd^T J(z) zd, the arm's kinetic energy (J: the mass matrix of dynamics_terms, filled here through
+    call_dynamics_terms; rhs scratch, tau0 a zero torque). ArmModel.energies states the same with numpy."""
+    call_dynamics_terms(d, ws, z, zd, tau0, J, rhs, True)
+    N = z.shape[0]
+    kin = 0.0
+    for i in range(N):
+        s = 0.0
+        for c in range(N):
+            s += J[i, c] * zd[c]
+        kin += zd[i] * s
+    return 0.5 * kin
+
+
 @kernel(**KERNEL_NO_NRT)
 def potential_energies(d, z, RF, pL, RE, pE):
     """(elastic, gravity) potential energy at z. Elastic: the links' strain energy 1/2 delta^T K delta and the

@@ -120,15 +120,7 @@ def _record(d, ws, k, z, zd, want_energy, tau0, Z, ZD, TIP, DEFL, E, RF, pL, RE,
         ZD[k, i] = zd[i]
     if want_energy:
         el, gr = kernels.potential_energies(d, z, RF, pL, RE, pE)     # (fills the frames of z)
-        J = ws.NN[0]
-        kernels.call_dynamics_terms(d, ws, z, zd, tau0, J, ws.VN[0], True)
-        kin = 0.0
-        for i in range(N):
-            s = 0.0
-            for c in range(N):
-                s += J[i, c] * zd[c]
-            kin += zd[i] * s
-        E[k] = 0.5 * kin + el + gr
+        E[k] = kernels.kinetic_energy(d, ws, z, zd, tau0, ws.NN[0], ws.VN[0]) + el + gr
     else:
         kernels.link_frames(d, z, RF, pL, RE, pE)
     n = pE.shape[0]

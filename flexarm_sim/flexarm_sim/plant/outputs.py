@@ -233,14 +233,7 @@ def state_outputs(d, ws, z, zd, h, mode_index, zt, RF, pL, RE, pE, J, rhs, tau0,
         for k in range(3):
             Rp[i, k] = RE[nl, i, k]
     _quat_xyzw(Rp, out, EE_Q)
-    kernels.call_dynamics_terms(d, ws, z, zd, tau0, J, rhs, True)
-    kin = 0.0
-    for i in range(N):
-        s = 0.0
-        for k in range(N):
-            s += J[i, k] * zd[k]
-        kin += zd[i] * s
-    out[EN_KIN] = 0.5 * kin
+    out[EN_KIN] = kernels.kinetic_energy(d, ws, z, zd, tau0, J, rhs)
     out[EN_EL] = el
     out[EN_GR] = gr
 
