@@ -1,4 +1,4 @@
-"""flexarm_sim/compat: each non-public API flexarm relies on (rclpy, numba, the Dynamixel SDK) is exercised for real
+"""flexarm_sim/compat: each non-public API flexarm relies on (rclpy, numba) is exercised for real
 by its module's check(), which must pass on the versions installed here; a broken assumption gives a CompatError
 naming the library, its version and the attribute; and no module outside compat/ touches those internals."""
 import os
@@ -7,12 +7,12 @@ import types
 
 import pytest
 
-from flexarm_sim.compat import CompatError, numba_private, rclpy_private, sdk_private
+from flexarm_sim.compat import CompatError, numba_private, rclpy_private
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 SOURCES = ('flexarm_sim/flexarm_sim', 'flexarm_control/flexarm_control', 'flexarm_bringup/flexarm_bringup')
 PRIVATE = re.compile(r'_parameter_overrides|implementation_singleton|_OptLevel|numba\.core\.config|call_conv|'
-                     r'get_pointer_to_function|\.is_using|\.ser\.|(?<!sdk_private)\.tx_time_per_byte|take_message|'
+                     r'get_pointer_to_function|\.is_using|tx_time_per_byte|take_message|import dynamixel_sdk|'
                      r'global_compiler_lock')
 
 
@@ -24,23 +24,9 @@ def test_numba_assumptions_hold():
     numba_private.check()
 
 
-def test_sdk_assumptions_hold():
-    pytest.importorskip('dynamixel_sdk')
-    master, slave = os.openpty()
-    try:
-        sdk_private.check(os.ttyname(slave))
-    finally:
-        os.close(master)
-        os.close(slave)
-
-
 def test_a_broken_assumption_names_library_version_and_attribute():
     with pytest.raises(CompatError, match=r"Node\._parameter_overrides .* of rclpy \d[\w.]*, .*NoneType"):
         rclpy_private.parameter_overrides(types.SimpleNamespace())
-    with pytest.raises(CompatError, match=r"PortHandler\.is_using of dynamixel_sdk "):
-        sdk_private.release(object())
-    with pytest.raises(CompatError, match=r"PortHandler\.ser"):
-        sdk_private.file_descriptor(types.SimpleNamespace())
     with pytest.raises(CompatError, match=r"Dispatcher\.overloads.* of numba \d[\w.]*, "):
         numba_private.entry_address(types.SimpleNamespace(overloads={}), ('float64',))
 

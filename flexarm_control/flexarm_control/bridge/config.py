@@ -111,7 +111,7 @@ TABLE = ParamTable('hardware_bridge', {
     'hold_gains.kp': Param(2.0, float_range(lo=0.0), 'N m/rad, bridge-side hold for current-mode joints'),
     'hold_gains.kd': Param(0.2, float_range(lo=0.0), 'N m s/rad, bridge-side hold for current-mode joints'),
     'read_timeout': Param(0.0, float_range(lo=0.0, hi=1.0),
-                          's per GroupSyncRead reply; 0 = SDK default (~34 ms incl. latency timer)'),
+                          's per SYNC_READ reply; 0 = wire time + 2 USB latency timers + 2 ms (~34 ms)'),
     'fault_after_errors': Param(3, integer(lo=1, hi=1000),
                                 'consecutive failed reads (timeout/CRC) that make a fault; 1 = any'),
     'fault_window.errors': Param(10, integer(lo=0, hi=100000),

@@ -1,13 +1,14 @@
-"""Servo bus for Dynamixel X-series servos (Protocol 2.0) on top of the vendor SDK.
+"""Servo bus for Dynamixel X-series servos (Protocol 2.0): protocol.py frames the requests and parses the replies,
+serial_link.py (pyserial) carries them.
 
 Pure Python (no ROS).  The ROS ``hardware_bridge`` node wraps :class:`ServoBus`:
 
 * :meth:`ServoBus.open` / :meth:`ServoBus.close` / :meth:`ServoBus.reconnect`
 * :meth:`ServoBus.ping_all`, :meth:`ServoBus.configure`, :meth:`ServoBus.enable`,
   :meth:`ServoBus.disable`
-* :meth:`ServoBus.read_state` -> :class:`JointReading` (one GroupSyncRead of the
+* :meth:`ServoBus.read_state` -> :class:`JointReading` (one SYNC_READ of the
   contiguous block 126..146: current, velocity, position, voltage, temperature)
-* :meth:`ServoBus.write_efforts` (one GroupSyncWrite of Goal Current) and
+* :meth:`ServoBus.write_efforts` (one SYNC_WRITE of Goal Current) and
   :meth:`ServoBus.write_positions` (Goal Position, current-based position mode)
 
 Joint-side conventions (per :class:`JointServoConfig`)::
@@ -27,11 +28,11 @@ complete (every servo answered with a good CRC) and ``ok``, or ``ok=False``
 with all numeric fields NaN.  A lost port (unplugged adapter, closed pty)
 raises :class:`PortLostError`; :meth:`ServoBus.reconnect` re-opens it.
 
-Reply matching (a late reply is never the answer to a later request).  The SDK
+Reply matching (a late reply is never the answer to a later request).  The link
 flushes the receive buffer before each request, but a reply that comes after
 its request timed out can arrive after that flush, i.e. while a *later*
-request waits, and the SDK accepts any status packet from the right ID (this
-is how a sync-read reply was once read as a ping answer: "model mismatch
+request waits, and a status packet from the right ID is not enough (this
+is how a sync-read reply was once read as a ping answer, when the vendor SDK read the replies: "model mismatch
 {1: 3233}").  So every exchange here is strict, and the stream is
 re-synchronised after any failure:
 
@@ -46,8 +47,8 @@ re-synchronised after any failure:
   barrier is answered every exchange fails (``resyncs`` counts the answered
   ones).
 
-Replies are read here, not by the SDK's ``rxPacket`` (the SDK still builds,
-stuffs, CRCs and sends every request): waiting blocks in ``select`` until a
+Replies are read here, not by the vendor SDK's ``rxPacket`` (the SDK is not used at all: protocol.py builds,
+stuffs and CRCs every request, serial_link.py sends it): waiting blocks in ``select`` until a
 byte arrives or the deadline, where the SDK busy-polls a ``timeout=0`` port
 (a core busy while the servos - or the emulator process, on a 2-core
 machine - need it to answer); and the deadline is judged *before* each read,
@@ -72,31 +73,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from flexarm_sim.compat import sdk_private
-
 from . import control_table as ct
 from .joint import JointServoConfig  # noqa: F401  (the bus's joint shape; re-exported)
 from . import protocol as p
-
-try:  # the SDK is only needed at run time, conversions work without it
-    import dynamixel_sdk as dxl
-except ImportError:  # pragma: no cover
-    dxl = None
-
-COMM_SUCCESS = 0
-COMM_TX_FAIL = -1001
-COMM_RX_TIMEOUT = -3001
-COMM_RX_CORRUPT = -3002
+from .serial_link import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, COMM_TX_FAIL, SerialLink, result_text
 
 
-_ID, _INST = 4, 7                 # instruction packet fields (SDK list layout)
 _STATUS_OVERHEAD = 11             # header(4) id len(2) inst err crc(2)
 INST_PING, INST_READ, INST_WRITE, INST_REBOOT = 0x01, 0x02, 0x03, 0x08
 BROADCAST_ID = 0xFE
 
 # barrier READ lengths: never the reply length of another request (0, 1, 2, 3 = PING, 4, 21 = state block)
 BARRIER_LENGTHS = tuple(range(5, 17))
-LATENCY_TIMER_MS = 16.0           # the SDK's assumed USB latency timer (its default timeout: 2x + 2 ms)
+LATENCY_TIMER_MS = 16.0           # a USB adapter's latency timer (the vendor SDK's figure; its timeout: 2x + 2 ms)
 
 # Exceptions that mean "the serial device is gone" (pyserial raises
 # SerialException(OSError); tcflush raises termios.error).
@@ -258,8 +247,6 @@ def clamp_current_raw(tau: float, j: JointServoConfig, m: ct.ModelUnits = ct.DEF
 # --- the bus -----------------------------------------------------------------------------------
 class ServoBus:
     def __init__(self, config: ServoBusConfig):
-        if dxl is None:
-            raise ImportError("dynamixel_sdk is required for ServoBus")
         if not config.joints:
             raise ValueError("ServoBusConfig.joints is empty")
         self.config = config
@@ -275,11 +262,10 @@ class ServoBus:
         self.last_tx: Dict[int, float] = {i: -math.inf for i in self.ids}   # last instruction sent to each servo
         self._silence = 0.0                          # longest silence that ended since take_silence()
         self.last_command_current = np.zeros(len(self.joints))
-        self.port = None
-        self.ph = dxl.PacketHandler(2.0)
-        self._sync_read_state = None
-        self._sync_hw = None
-        self._sync_write_current = None
+        self.port: Optional[SerialLink] = None
+        ids = bytes(self.ids)
+        self._sync_read_state = p.read_params(ct.STATE_BLOCK_START, ct.STATE_BLOCK_LEN) + ids     # SYNC_READ params
+        self._sync_hw = p.read_params(ct.SAFETY_BLOCK_START, ct.SAFETY_BLOCK_LEN) + ids
         self._reads_since_hw_poll = 0
         self._lost = False
         self._desync = True          # a barrier precedes the first exchange after open and after any failure
@@ -294,29 +280,20 @@ class ServoBus:
         return self.port is not None and self.port.is_open and not self._lost
 
     def open(self) -> None:
-        port = dxl.PortHandler(self.config.port)
         try:
-            if not port.setBaudRate(self.config.baudrate):  # opens the port
-                raise BusError("unsupported baud rate %d" % self.config.baudrate)
-        except _PORT_EXC as exc:
+            port = SerialLink(self.config.port, self.config.baudrate)
+        except (ValueError, *_PORT_EXC) as exc:
             self.counters.port_errors += 1
             raise PortLostError("cannot open %s: %s" % (self.config.port, exc)) from exc
         self.port = port
         self._lost = False
         self._desync = True
-        self._sync_read_state = dxl.GroupSyncRead(port, self.ph, ct.STATE_BLOCK_START, ct.STATE_BLOCK_LEN)
-        for i in self.ids:
-            self._sync_read_state.addParam(i)
-        self._sync_hw = dxl.GroupSyncRead(port, self.ph, ct.SAFETY_BLOCK_START, ct.SAFETY_BLOCK_LEN)
-        for i in self.ids:
-            self._sync_hw.addParam(i)
-        self._sync_write_current = dxl.GroupSyncWrite(port, self.ph, ct.GOAL_CURRENT.address, 2)
 
     def close(self) -> None:
         port, self.port = self.port, None
         if port is not None:
             try:
-                port.closePort()
+                port.close()
             except Exception:  # noqa: BLE001 - a dead port may fail to close
                 pass
 
@@ -344,35 +321,27 @@ class ServoBus:
     def _port_failed(self, exc: BaseException, what: str):
         self.counters.port_errors += 1
         self._lost = True
-        if self.port is not None:
-            sdk_private.release(self.port)
         raise PortLostError("%s on %s failed: %s" % (what, self.config.port, exc)) from exc
 
     # -- exchanges (strict reply matching, barrier after failures; see the module docstring) --------
     def _set_reply_timeout(self, reply_bytes: int) -> None:
-        """Deadline for the replies of the request just sent: read_timeout, or the SDK's default rule
-        (wire time of the replies + 2 latency timers + 2 ms)."""
+        """Deadline for the replies of the request just sent: read_timeout, or the vendor SDK's rule (wire time
+        of the replies + 2 latency timers + 2 ms)."""
         if self.config.read_timeout is not None:
             timeout = self.config.read_timeout
         else:
-            byte_ms = sdk_private.tx_time_per_byte(self.port)
-            timeout = 1e-3 * (byte_ms * reply_bytes + 2.0 * LATENCY_TIMER_MS + 2.0)
+            timeout = 1e-3 * (self.port.byte_ms * reply_bytes + 2.0 * LATENCY_TIMER_MS + 2.0)
         self._deadline = time.monotonic() + timeout
 
-    def _tx(self, txpacket_fn) -> int:
-        """Send one request through the SDK (it flushes the receive buffer first); forget parsed bytes."""
-        res = txpacket_fn()
-        sdk_private.release(self.port)   # replies are read here, not by the SDK
+    def _tx(self, packet: bytes) -> int:
+        """Send one request (the link flushes the receive buffer first); forget parsed bytes."""
+        res = self.port.send(packet)
         self._parser.reset()
         self._ready.clear()
         return res
 
     def _send(self, sid: int, instruction: int, params: Sequence[int] = ()) -> int:
-        n = len(params) + 3
-        tx = [0] * (n + 7)
-        tx[_ID], tx[5], tx[6], tx[_INST] = sid, n & 0xFF, n >> 8, instruction
-        tx[8:8 + len(params)] = list(params)
-        res = self._tx(lambda: self.ph.txPacket(self.port, tx))
+        res = self._tx(p.build_instruction(sid, instruction, bytes(params)))
         if res == COMM_SUCCESS:
             self._sent(self.ids if sid == BROADCAST_ID else (sid,))
         return res
@@ -407,7 +376,7 @@ class ServoBus:
         The deadline is judged before each read: bytes that arrived by then are read even if this
         thread was late (GIL, scheduler) - the SDK's rxPacket declares a timeout in that case.
         """
-        fd = sdk_private.file_descriptor(self.port)
+        fd = self.port.fileno()
         while True:
             while self._ready:
                 item = self._ready.popleft()
@@ -490,7 +459,7 @@ class ServoBus:
         return pkt.params, COMM_SUCCESS, pkt.error
 
     def _result_text(self, res: int) -> str:
-        return self.ph.getTxRxResult(res)
+        return result_text(res)
 
     # -- single-servo helpers -------------------------------------------------------
     def _write(self, sid: int, item: ct.Item, value: int) -> Optional[str]:
@@ -501,7 +470,7 @@ class ServoBus:
         if res != COMM_SUCCESS:
             return self._result_text(res)
         if err & 0x7F:
-            return self.ph.getRxPacketError(err & 0x7F)
+            return p.describe_error(err & 0x7F)
         if err & 0x80:
             self.counters.hw_alerts += 1
         return None
@@ -512,7 +481,7 @@ class ServoBus:
         if res != COMM_SUCCESS:
             return None, self._result_text(res)
         if err & 0x7F or len(data) != item.size:
-            return None, self.ph.getRxPacketError(err & 0x7F) or "short reply"
+            return None, p.describe_error(err & 0x7F) or "short reply"
         return ct.decode(item, bytes(data)), ""
 
     # -- setup ----------------------------------------------------------------------------
@@ -685,7 +654,7 @@ class ServoBus:
         if res != COMM_SUCCESS:
             return self._result_text(res)
         if err & 0x7F:
-            return self.ph.getRxPacketError(err & 0x7F)
+            return p.describe_error(err & 0x7F)
         self.hardware_error[servo_id] = 0
         return None
 
@@ -713,7 +682,7 @@ class ServoBus:
                 if res != COMM_SUCCESS:
                     return blocks, status_errors, (self.ids[0], res, "no valid reply to the re-sync read: " + (
                         "corrupt reply (CRC/truncated)" if res == COMM_RX_CORRUPT else "timeout"))
-            res = self._tx(group.txPacket)
+            res = self._tx(p.build_instruction(BROADCAST_ID, p.INST_SYNC_READ, group))
             if res != COMM_SUCCESS:
                 self._desync = True
                 return blocks, status_errors, (self.ids[0], res, "sync read tx: " + self._result_text(res))
@@ -741,7 +710,7 @@ class ServoBus:
         return blocks, status_errors, None
 
     def read_state(self) -> JointReading:
-        """One GroupSyncRead of the state block; see the module docstring for validity rules."""
+        """One SYNC_READ of the state block; see the module docstring for validity rules."""
         self._require_open()
         t0 = time.monotonic()
         blocks, status_errors, failure = self._sync_read(self._sync_read_state, ct.STATE_BLOCK_LEN, "sync read")
@@ -817,22 +786,22 @@ class ServoBus:
                 self.bus_watchdog[sid] = out[sid]
         return out
 
-    def _send_sync(self, group, values: Dict[int, bytes]) -> bool:
-        for sid, data in values.items():
-            if not group.changeParam(sid, list(data)):
-                group.addParam(sid, list(data))
+    def _send_sync(self, item: ct.Item, values: Dict[int, bytes]) -> bool:
+        """One SYNC_WRITE of *item* to the servos of *values* ({id: its bytes}); no reply."""
+        packet = p.build_instruction(BROADCAST_ID, p.INST_SYNC_WRITE, p.sync_write_params(item.address, item.size,
+                                                                                          values))
         try:
-            res = self._tx(group.txPacket)
+            res = self._tx(packet)
         except _PORT_EXC as exc:
             self._port_failed(exc, "sync write")
         if res != COMM_SUCCESS:
             self.counters.write_failures += 1
             return False
-        self._sent(group.data_dict)
+        self._sent(values)
         return True
 
     def write_efforts(self, tau: Sequence[float]) -> bool:
-        """One GroupSyncWrite of Goal Current for all joints (N*m, joint order).
+        """One SYNC_WRITE of Goal Current for all joints (N*m, joint order).
 
         Non-finite entries become 0 A (counted in ``nonfinite``); values
         beyond ``current_limit`` are clamped (counted in ``clamped``).  In
@@ -854,7 +823,7 @@ class ServoBus:
                 self.counters.clamped += 1
             self.last_command_current[k] = raw * self.model.current_amp_per_lsb
             values[j.servo_id] = ct.encode(ct.GOAL_CURRENT, raw)
-        return self._send_sync(self._sync_write_current, values)
+        return self._send_sync(ct.GOAL_CURRENT, values)
 
     def last_efforts(self) -> np.ndarray:
         """N*m per joint: the torque the last Goal Current written stands for (the servos' current resolution)."""
@@ -862,7 +831,7 @@ class ServoBus:
                          for k, j in enumerate(self.joints)])
 
     def write_positions(self, q: Sequence[float]) -> bool:
-        """One GroupSyncWrite of Goal Position for the 'current_position' joints.
+        """One SYNC_WRITE of Goal Position for the 'current_position' joints.
 
         *q* has one entry per joint (rad, joint side); entries of 'current'
         joints are ignored. Targets are clamped to ``position_limits``;
@@ -887,7 +856,4 @@ class ServoBus:
             values[j.servo_id] = ct.encode(ct.GOAL_POSITION, joint_position_to_servo_counts(t, j, self.model))
         if not values:
             return True
-        group = dxl.GroupSyncWrite(self.port, self.ph, ct.GOAL_POSITION.address, 4)
-        for sid, data in values.items():
-            group.addParam(sid, list(data))
-        return self._send_sync(group, {})
+        return self._send_sync(ct.GOAL_POSITION, values)

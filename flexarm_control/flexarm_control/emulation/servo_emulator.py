@@ -1,7 +1,7 @@
 """Protocol 2.0 X-series servo emulator served over a real pseudo-terminal.
 
-The vendor SDK (``dynamixel_sdk.PortHandler``) opens a device path with
-pyserial, so the emulator creates a pty pair with :func:`os.openpty`, puts the
+A client (the bridge's serial_link.SerialLink, or the vendor SDK's ``PortHandler`` in the tests) opens a
+device path with pyserial, so the emulator creates a pty pair with :func:`os.openpty`, puts the
 slave in raw mode and hands out its path as :attr:`ServoEmulator.port_name`.
 A background thread serves the master end.
 

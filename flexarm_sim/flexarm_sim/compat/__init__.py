@@ -1,4 +1,5 @@
-"""Every non-public API of rclpy, numba and the Dynamixel SDK that flexarm relies on, in one place.
+"""Every non-public API of rclpy and numba that flexarm relies on, in one place (the Dynamixel bridge uses no SDK:
+protocol.py and pyserial).
 
 Each is a deliberate trade (named where it is used), and each module here has a ``check()`` that exercises the
 assumption for real and raises :class:`CompatError` naming the library, its version and what no longer holds, so
@@ -10,8 +11,6 @@ breaking a node silently. Nothing outside this package touches these internals (
   the recorder);
 * :mod:`.numba_private` - LLVM settings for the kernels' compilations, a compiled kernel's entry address and an
   indirect call through it (one compiled copy of the dynamics, called from every integrator);
-* :mod:`.sdk_private` - the port's busy flag, its file descriptor and its wire time per byte (the bridge reads the
-  replies itself with protocol.py, not through the SDK).
 
 The modules import their library only when used: importing this package costs nothing.
 """
@@ -31,6 +30,6 @@ class CompatError(RuntimeError):
 def _version(library: str) -> str:
     try:
         from importlib.metadata import version
-        return version({'dynamixel_sdk': 'dynamixel-sdk'}.get(library, library))
+        return version(library)
     except Exception:  # noqa: BLE001 - a version is only for the message
         return '(version unknown)'
