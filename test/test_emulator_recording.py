@@ -97,12 +97,24 @@ def test_a_recording_it_cannot_make_is_refused_at_start(case, tmp_path):
     assert {'no_arm': 'needs --arm', 'unwritable': 'cannot write', 'folder': 'is a folder'}[case] in r.stderr
 
 
+@pytest.mark.parametrize('case', ['unknown_arm', 'other_joints', 'no_params_file'])
+def test_a_bad_arm_or_parameter_file_is_refused_naming_the_option(case, tmp_path):
+    args = {'unknown_arm': ['--arm', 'no_such_arm', '--params', BRIDGE],
+            'other_joints': ['--arm', 'slewing_beam', '--params', BRIDGE],        # 1 joint, the file drives 2
+            'no_params_file': ['--arm', 'deluca_two_link', '--params', str(tmp_path / 'missing.yaml')]}[case]
+    r = subprocess.run(EMULATOR + args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr
+    assert {'unknown_arm': "--arm no_such_arm: invalid parameter '--arm': arm description 'no_such_arm' not found",
+            'other_joints': '--arm slewing_beam: 2 servo joints for a 1-joint arm',
+            'no_params_file': '--params ' + str(tmp_path / 'missing.yaml')}[case] in r.stderr, r.stderr
+
+
 @pytest.mark.ros
 def test_the_recording_is_written_at_a_sigint_exit(tmp_path, ros_env):
     import dynamixel_sdk as dxl
     path = tmp_path / 'arm.npz'
     link = str(tmp_path / 'ttyEMU')
-    proc = Watched(['-m', 'flexarm_control.emulation.servo_emulator', '--arm', ARM, '--params', BRIDGE,
+    proc = Watched(['-m', 'flexarm_control.emulation.servo_emulator', '--arm', 'deluca_two_link', '--params', BRIDGE,
                     '--link', link, '--record', str(path)], env=ros_env)
     try:
         proc.wait_line(lambda s: s.startswith('serving ids'), 120.0)

@@ -785,16 +785,27 @@ class ServoEmulator:
 
 
 def _model_plant(arm: str, params: Optional[str]):
-    """(ids, ModelPlant) for ``--arm``: joints, ids and conventions from the bridge's parameter file."""
-    from flexarm_sim.model import load_model
+    """(ids, ModelPlant) for ``--arm`` (a path or a shipped arm's name, flexarm_sim.arms.resolve_arm): joints, ids
+    and conventions from the bridge's parameter file. SystemExit naming the option on a bad arm or file."""
+    from flexarm_sim.arms import resolve_arm
+    from flexarm_sim.common.params import ConfigError
+    from flexarm_sim.model import ArmSpecError, load_model
 
     from ..bridge.config import load_yaml
     from .plants import ModelPlant
     if params is None:
         raise SystemExit("dxl_emulator: --arm needs --params (the bridge's parameter file: ids, directions, gears)")
-    cfg = load_yaml(params)
+    try:
+        cfg = load_yaml(params)
+    except (ConfigError, OSError, ValueError) as exc:
+        raise SystemExit(f"dxl_emulator: --params {params}: {exc}") from None
     joints = list(cfg.joints)
-    return [j.servo_id for j in joints], cfg['model'], ModelPlant(load_model(arm), joints)
+    try:
+        model = load_model(resolve_arm(arm, '--arm'))
+        plant = ModelPlant(model, joints)
+    except (ConfigError, ArmSpecError, OSError, ValueError) as exc:
+        raise SystemExit(f"dxl_emulator: --arm {arm}: {exc}") from None
+    return [j.servo_id for j in joints], cfg['model'], plant
 
 
 def _control(emu: "ServoEmulator", line: str) -> str:
