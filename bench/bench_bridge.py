@@ -57,7 +57,7 @@ def run(n, baud, seconds=1.5):
         while time.monotonic() < t_end:
             core.submit_effort(0.05 * np.sin(0.01 * k) * np.ones(n))
             t0, c0 = time.perf_counter(), time.process_time()
-            r = core.cycle()
+            core.cycle()
             wall.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
             k += 1

@@ -17,7 +17,8 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+
+from flexarm_sim.arms import resolve_arm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DELUCA = resolve_arm('deluca_two_link')
@@ -53,7 +54,6 @@ from flexarm_sim.model import simulate
 from flexarm_sim.plant.engine import PlantCore, state_ok
 from flexarm_sim.plant.outputs import StateOutputs
 from numba import njit
-from flexarm_sim.arms import resolve_arm
 m = load_model(sys.argv[1])
 
 

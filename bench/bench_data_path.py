@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from flexarm_sim.arms import resolve_arm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ARM = resolve_arm('deluca_two_link')
@@ -111,7 +113,6 @@ import json, sys, time
 import numpy as np, rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from flexarm_sim.arms import resolve_arm
 rclpy.init(); node = rclpy.create_node('stamp_probe'); stamps, recv = [], []
 def cb(m):
     recv.append(time.time_ns()); stamps.append(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)

@@ -29,7 +29,6 @@ stable (the aliased 29 Hz mode at 20-50 ms periods), from 0.3 % on every arm of 
 """
 import argparse
 import math
-import os
 import sys
 import time
 

@@ -1,7 +1,6 @@
 """Helpers for plant system tests: start the plant process with a parameter file, talk to it over DDS."""
 import math
 import os
-import sys
 import time
 
 import rclpy

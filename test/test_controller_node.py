@@ -1,7 +1,6 @@
 """System test: a controller node in its own process commands a stand-in plant in this process (real DDS)."""
 import math
 import os
-import sys
 import time
 
 import numpy as np

@@ -80,7 +80,7 @@ def test_two_arms_side_by_side_without_crosstalk(ros_env, tmp_path):
                      'armA: its 10 commands taken, then the watchdog')
         assert int(b.diag()['commands_accepted']) == 0
         # a reset of A resets A only: A back to rest at step 0, B's steps go on
-        k_b, n_a, n_b = b.states[-1].step, len(a.states), len(b.states)
+        k_b, n_a = b.states[-1].step, len(a.states)
         r = c.call(SetState, '/armA/flexarm/reset', SetState.Request(to_initial=True))
         assert r.success, r.message
         after = lambda: [m for m in a.states[n_a:] if m.step < 100]        # noqa: E731 - A restarted at step 0

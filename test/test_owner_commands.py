@@ -5,7 +5,6 @@ The nodes are the installed executables with the commands the launch files produ
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plant_harness import ARMS, Client, finite_state, start_plant, stop, write_params  # noqa: E402
+from plant_harness import ARMS, Client, finite_state, start_plant, write_params  # noqa: E402
 
 from flexarm_sim.model import load_model  # noqa: E402
 from flexarm_sim.plant.engine import PlantCore, initial_state  # noqa: E402

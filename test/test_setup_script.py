@@ -2,7 +2,6 @@
 import os
 import subprocess
 
-import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 

@@ -64,7 +64,7 @@ class Loop:
 
     def run(self, t_end, delay=lambda t: 0.002, stopped=lambda t: False, restart_at=None, plant_down=0.0,
             stamped=False):
-        p, core, model = self.plant, self.plant.core, self.model
+        p, core = self.plant, self.plant.core
         delay_steps = int(round(self.rt.input_delay / self.dt))
         restart_done = False
         k = 0

@@ -694,7 +694,6 @@ def test_expiry_during_a_link_outage_is_found_at_reconnect(emu):
     """The servos expire while the bridge cannot reach them at all (adapter unplugged with the torque on): the
     fault's torque off is NOT confirmed by any servo - reported per servo with what stops them instead - and
     the reconnect finds them stopped by their watchdog, clears it and confirms the torque off per servo."""
-    import time
     with armed_core(emu) as c:
         emu.close_port()
         c.cycle(now=0.01)

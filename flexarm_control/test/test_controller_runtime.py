@@ -71,7 +71,7 @@ def test_references_are_feasible_from_the_current_state_and_start_time(deluca):
     Oversized references are refused before anything is built, their reasons bounded."""
     from flexarm_control.laws.reference import MAX_LATE_S, MAX_POINTS
     rt = ControllerRuntime('modal', deluca, _values('modal', lockstep=True))
-    z, zd = np.zeros(deluca.n_coords), np.zeros(deluca.n_coords)
+    z = np.zeros(deluca.n_coords)
     rt.hold(z, 10.0)
     names = deluca.spec.joint_names
     step = 1.0 / rt.rate * 10.0                   # what the joint covers in a period at its velocity limit

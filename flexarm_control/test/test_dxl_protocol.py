@@ -195,9 +195,9 @@ def test_joint_config_is_checked_by_the_bridge_table():
     joints.<joint>.<key>), its errors name the parameter."""
     from flexarm_control.bridge.joint import JOINT_TABLE
     j = JointServoConfig('elbow', 2)
-    for key, p in JOINT_TABLE.params.items():
-        if p.default is not None:
-            assert getattr(j, key) == p.default, key
+    for key, param in JOINT_TABLE.params.items():
+        if param.default is not None:
+            assert getattr(j, key) == param.default, key
     with pytest.raises(ConfigError, match=r"joints\.elbow\.current_limit"):
         JointServoConfig('elbow', 2, current_limit=50.0)
     with pytest.raises(ConfigError, match=r"joints\.elbow\.servo_id"):

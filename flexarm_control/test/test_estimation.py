@@ -328,7 +328,6 @@ def test_the_accelerometer_low_pass_is_inverted_to_the_specific_force_at_the_sta
     than its noise (the lag the filter's measurement model does not have: the cause of the resets before the
     inversion); a reading after a lost one (its predecessor unknown) is not fused and restarts the chain."""
     import dataclasses
-    from flexarm_control.estimation.config import accel_std
     from flexarm_control.estimation.runtime import AccelInverse
     from flexarm_sim.model.sensing import tip_specific_force
     from flexarm_sim.sensors import SimulatedSensors

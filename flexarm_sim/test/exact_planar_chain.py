@@ -142,7 +142,6 @@ def _aba(jpos, mass, com, inertia, motor, kk, cc, q, qd, tau, qdd, X, v, cb, IA,
         IA[i, 0, 0], IA[i, 0, 1], IA[i, 0, 2] = I0, -m * cy, m * cx
         IA[i, 1, 0], IA[i, 1, 1], IA[i, 1, 2] = -m * cy, m, 0.0
         IA[i, 2, 0], IA[i, 2, 1], IA[i, 2, 2] = m * cx, 0.0, m
-        h0 = I0 * w - m * cy * vx + m * cx * vy
         h1 = -m * cy * w + m * vx
         h2 = m * cx * w + m * vy
         # v x* h

@@ -10,11 +10,10 @@ import pytest
 
 from flexarm_sim.common.params import ConfigError
 from flexarm_sim.model import load_model
-from flexarm_sim.model.sensing import strain_matrix, tip_specific_force
+from flexarm_sim.model.sensing import tip_specific_force
 from flexarm_sim.plant import config
 from flexarm_sim.plant.runtime import PlantRuntime
-from flexarm_sim.sensors import (SensorConfig, SimulatedSensors, filtered_noise_std, lowpass_alpha, preset_values,
-                                 quantize)
+from flexarm_sim.sensors import (SensorConfig, SimulatedSensors, filtered_noise_std, lowpass_alpha, preset_values)
 from flexarm_sim.arms import shipped_arms_dir
 
 ARMS = shipped_arms_dir()

@@ -15,7 +15,6 @@ Measured (40 elements per link, inextensible):
 The 2-modes-per-link model has only four elastic DOF; its fourth frequency (29.3 Hz) is a poor
 approximation of the FE's 22.1 Hz mode, so the issue's "next two within 5 %" needs >= 3 modes per link.
 """
-import os
 
 import numpy as np
 import pytest

@@ -76,7 +76,7 @@ import numpy as np
 from . import control_table as ct
 from .joint import JointServoConfig  # noqa: F401  (the bus's joint shape; re-exported)
 from . import protocol as p
-from .serial_link import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, COMM_TX_FAIL, SerialLink, result_text
+from .serial_link import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, SerialLink, result_text
 
 
 _STATUS_OVERHEAD = 11             # header(4) id len(2) inst err crc(2)

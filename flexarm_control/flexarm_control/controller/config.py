@@ -11,8 +11,7 @@ import sys
 
 from flexarm_sim.plant.config import CONTROL_RATE
 from flexarm_sim.ros import names
-from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list,
-                                       float_range, integer, string)
+from flexarm_sim.common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_range, integer, string)
 
 from .kinds import KINDS, SHAPINGS, law_class
 

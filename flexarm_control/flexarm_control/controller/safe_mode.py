@@ -96,7 +96,6 @@ from __future__ import annotations
 
 import collections
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np

@@ -341,7 +341,7 @@ class ModalKalmanFilter:
 
     def design(self, q) -> Cell:
         """Phi, Q_d and the accelerometer's Jacobian at the static equilibrium at joint angles q."""
-        model, N, n, dt = self.model, self.N, self.n, self.dt
+        model, N, dt = self.model, self.N, self.dt
         z_eq, tau_eq = static_equilibrium(model, q)
         lin = linearize(model, z_eq, tau_eq)
         A, _ = lin.state_space()

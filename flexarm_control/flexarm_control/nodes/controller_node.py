@@ -24,7 +24,6 @@ parameters, timers and diagnostics by the executor; a lock keeps the runtime con
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 

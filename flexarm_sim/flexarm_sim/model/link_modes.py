@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .beam_modes import BendingModes, clamped_mass_modes, torsion_modes
+from .beam_modes import clamped_mass_modes, torsion_modes
 from .fe_beam import fe_bending_modes
 
 IN_PLANE, OUT_OF_PLANE, TORSION = 0, 1, 2

@@ -26,7 +26,6 @@ the linear model is 1.1 mm off (0.1 % of the reach), the nonlinear one 0.04 mm.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np

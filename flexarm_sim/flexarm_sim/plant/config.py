@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import sys
 
-import numpy as np
 
 from ..common.params import (DERIVED, ConfigError, Param, ParamTable, boolean, choice, float_list, float_range,
                              integer, off_or_range, string, string_list)

@@ -57,7 +57,6 @@ from flexarm_msgs.srv import SetState
 
 from ..arms import arm_id, load_arm_model
 from ..common.commands import clip
-from ..common.params import ConfigError
 from ..model.layout import ArmLayout
 from ..precompile import ensure_kernels
 from ..ros import graph, names

@@ -85,7 +85,6 @@ class PlantRuntime:
         self.model = model
         self.cfg = dict(values)
         self.arm_path = arm_path
-        n = model.n_joints
         self.mode = values['time_mode']
         self.rate = values['loop_rate']
         self.core = PlantCore(model, 1.0 / self.rate, values['substeps'], values['integrator'],

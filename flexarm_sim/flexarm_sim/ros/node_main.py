@@ -25,7 +25,6 @@ parameter and exit 2; so does DDS-Security requested (ROS_SECURITY_ENABLE=true) 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from ..common.params import ConfigError
