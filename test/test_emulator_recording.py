@@ -97,16 +97,22 @@ def test_a_recording_it_cannot_make_is_refused_at_start(case, tmp_path):
     assert {'no_arm': 'needs --arm', 'unwritable': 'cannot write', 'folder': 'is a folder'}[case] in r.stderr
 
 
-@pytest.mark.parametrize('case', ['unknown_arm', 'other_joints', 'no_params_file'])
+@pytest.mark.parametrize('case', ['unknown_arm', 'other_joints', 'no_params_file', 'bad_yaml', 'not_a_mapping'])
 def test_a_bad_arm_or_parameter_file_is_refused_naming_the_option(case, tmp_path):
+    (tmp_path / 'bad.yaml').write_text('hardware_bridge: {ros__parameters: [\n')
+    (tmp_path / 'list.yaml').write_text('- 1\n- 2\n')
     args = {'unknown_arm': ['--arm', 'no_such_arm', '--params', BRIDGE],
             'other_joints': ['--arm', 'slewing_beam', '--params', BRIDGE],        # 1 joint, the file drives 2
-            'no_params_file': ['--arm', 'deluca_two_link', '--params', str(tmp_path / 'missing.yaml')]}[case]
+            'no_params_file': ['--arm', 'deluca_two_link', '--params', str(tmp_path / 'missing.yaml')],
+            'bad_yaml': ['--arm', 'deluca_two_link', '--params', str(tmp_path / 'bad.yaml')],
+            'not_a_mapping': ['--arm', 'deluca_two_link', '--params', str(tmp_path / 'list.yaml')]}[case]
     r = subprocess.run(EMULATOR + args, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr
     assert {'unknown_arm': "--arm no_such_arm: invalid parameter '--arm': arm description 'no_such_arm' not found",
             'other_joints': '--arm slewing_beam: 2 servo joints for a 1-joint arm',
-            'no_params_file': '--params ' + str(tmp_path / 'missing.yaml')}[case] in r.stderr, r.stderr
+            'no_params_file': '--params ' + str(tmp_path / 'missing.yaml'),
+            'bad_yaml': '--params ' + str(tmp_path / 'bad.yaml'),
+            'not_a_mapping': '--params ' + str(tmp_path / 'list.yaml')}[case] in r.stderr, r.stderr
 
 
 @pytest.mark.ros

@@ -97,6 +97,21 @@ def test_ping_configure_enable_disable(emu, bus):
     assert emu.instruction_counts["PING"] == 2
 
 
+def test_requests_are_byte_stuffed(emu, bus):
+    """The bus frames its requests itself (protocol.py; the vendor SDK 4.1.0 it replaced never stuffed): a WRITE whose
+    data holds FF FF FD goes out stuffed (FF FF FD FD, the length counting the extra byte), and the servo parses
+    it - it judges the value (Goal Position 0x00FDFFFF is beyond its position limit: a data limit error) instead of
+    seeing a broken packet."""
+    bus.ping_all(require=True)
+    value = 0x00FDFFFF
+    data = ct.encode(ct.GOAL_POSITION, value)
+    stuffed = p.build_instruction(1, p.INST_WRITE, p.write_params(ct.GOAL_POSITION.address, data))
+    assert b'\xff\xff\xfd\xfd' in stuffed and stuffed[5] == len(stuffed) - 7
+    assert bus._write(1, ct.GOAL_POSITION, value) == p.describe_error(p.ERR_DATA_LIMIT)
+    assert bus._read(1, ct.GOAL_POSITION) == (0, '')                # refused: the goal is unchanged
+    assert bus._write(1, ct.GOAL_POSITION, 2048) is None and bus._read(1, ct.GOAL_POSITION) == (2048, '')
+
+
 def test_ping_missing_servo_and_disable_reports_failures(emu):
     b = ServoBus(ServoBusConfig(emu.port_name, 1000000, joints((1, 2, 7)), read_timeout=REPLY_TIMEOUT))
     b.open()

@@ -37,9 +37,9 @@ from flexarm_sim.common.params import (ConfigError, Param, ParamTable, boolean, 
 
 from . import control_table as ct
 from .joint import JOINT_TABLE, JointServoConfig
+from .serial_link import BAUD_RATES
 from .servo_bus import ServoBusConfig, current_limit_raw
 
-BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)   # the vendor SDK's; not 4.5 Mbps
 WATCHDOG_ACTIONS = ('torque_off', 'hold_position')
 _string = string()
 

@@ -17,7 +17,7 @@ The cycle publishes nothing and writes nothing (the servos keep the previous goa
 the error is counted (``read_failures``/``crc_errors``, ``read_errors_tolerated`` in /diagnostics),
 and the next read starts with a bus re-synchronisation (servo_bus.py). A FAULT follows when either
 
-* ``fault_after_errors`` reads fail in a row (default 3: at 250 Hz and the SDK's ~35 ms reply
+* ``fault_after_errors`` reads fail in a row (default 3: at 250 Hz and the ~35 ms reply
   timeout, about 0.1-0.2 s without a valid reading), or
 * ``fault_window.errors`` reads fail within any ``fault_window.period`` seconds (default 10 in 1 s:
   a bus that keeps losing replies, even if never three in a row).

@@ -5,7 +5,7 @@ Run: ``hardware_bridge --ros-args --params-file flexarm_bringup/config/hardware_
 invalid or unknown parameter stops the node at start with a message naming it, exit code 2).
 
 Threads: a loop thread runs :meth:`BridgeCore.cycle` on absolute monotonic deadlines at ``loop_rate``
-(one GroupSyncRead + one GroupSyncWrite per cycle; a late cycle skips the missed periods - it never
+(one SYNC_READ + one SYNC_WRITE per cycle; a late cycle skips the missed periods - it never
 runs cycles back to back - and counts an overrun) and publishes /joint_states, then (``prompt_write``,
 default on) waits up to half a period for the command that answers it and writes it at once: the
 command reaches the servos one period sooner than at the next cycle's write (at 250 Hz, a controller

@@ -18,6 +18,7 @@ RESULT_TEXT = {
     COMM_RX_CORRUPT: 'incorrect status packet',
 }
 BITS_PER_BYTE = 10           # start + 8 data + stop
+BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)   # the vendor SDK's list; not 4.5 Mbps
 
 
 def result_text(res: int) -> str:
@@ -27,6 +28,8 @@ def result_text(res: int) -> str:
 class SerialLink:
     def __init__(self, path: str, baudrate: int):
         import serial
+        if int(baudrate) not in BAUD_RATES:
+            raise ValueError(f'unsupported baud rate {baudrate} (one of {", ".join(map(str, BAUD_RATES))})')
         self.path, self.baudrate = path, int(baudrate)
         self.byte_ms = 1000.0 * BITS_PER_BYTE / self.baudrate     # wire time of one byte
         self._ser = serial.Serial(port=path, baudrate=self.baudrate, bytesize=serial.EIGHTBITS,
@@ -42,7 +45,7 @@ class SerialLink:
 
     def send(self, packet: bytes) -> int:
         """Flush the receive buffer, write the whole request: COMM_SUCCESS, or COMM_TX_FAIL if it went out short.
-        A dead port raises OSError (serial.SerialException is one)."""
+        A dead port raises OSError (serial.SerialException is one) or termios.error (the flush)."""
         self._ser.reset_input_buffer()
         written = self._ser.write(packet)
         return COMM_SUCCESS if written == len(packet) else COMM_TX_FAIL

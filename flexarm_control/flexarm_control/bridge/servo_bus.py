@@ -76,7 +76,7 @@ import numpy as np
 from . import control_table as ct
 from .joint import JointServoConfig  # noqa: F401  (the bus's joint shape; re-exported)
 from . import protocol as p
-from .serial_link import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, SerialLink, result_text
+from .serial_link import BAUD_RATES, COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, SerialLink, result_text
 
 
 _STATUS_OVERHEAD = 11             # header(4) id len(2) inst err crc(2)
@@ -118,12 +118,15 @@ class ServoBusConfig:
     baudrate: int = 1000000
     joints: List[JointServoConfig] = field(default_factory=list)
     model: object = "XM430-W350"          # name, model number or control_table.ModelUnits
-    read_timeout: Optional[float] = None  # s; None = SDK default (bytes*10/baud + 34 ms)
+    read_timeout: Optional[float] = None  # s; None = wire time + 2 USB latency timers + 2 ms (~34 ms)
     hw_status_period: int = ct.HARDWARE_STATUS_PERIOD   # sync-read Hardware Error Status + Bus Watchdog every N
     #                                                     reads (0 = only a servo's alert bit makes a read)
     bus_watchdog: int = 0                 # Bus Watchdog (98) armed at enable, x 20 ms (0 = not used); see enable()
 
     def __post_init__(self):
+        if self.baudrate not in BAUD_RATES:
+            raise ValueError("unsupported baud rate %r (one of %s)"
+                             % (self.baudrate, ", ".join(map(str, BAUD_RATES))))
         ids = [j.servo_id for j in self.joints]
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate servo ids: %r" % ids)
@@ -160,7 +163,7 @@ class JointReading:
     stamp: float                  # time.monotonic() when the last reply byte was read
     ok: bool
     error: str = ""
-    comm_result: int = 0          # SDK COMM_* code of the failure (0 on success)
+    comm_result: int = 0          # COMM_* code of the failure (serial_link; 0 on success)
     failed_ids: List[int] = field(default_factory=list)
     status_errors: Dict[int, int] = field(default_factory=dict)   # status packet error byte per id
     hardware_error: Dict[int, int] = field(default_factory=dict)  # Hardware Error Status (70) per id
@@ -481,7 +484,7 @@ class ServoBus:
         if res != COMM_SUCCESS:
             return None, self._result_text(res)
         if err & 0x7F or len(data) != item.size:
-            return None, p.describe_error(err & 0x7F) or "short reply"
+            return None, p.describe_error(err & 0x7F) if err & 0x7F else "short reply"
         return ct.decode(item, bytes(data)), ""
 
     # -- setup ----------------------------------------------------------------------------

@@ -35,8 +35,8 @@ def measure_cycle_rate(n_servos: int = 2, baud: int = 1000000, seconds: float = 
     """Run read_state()+write_efforts() against the emulator for *seconds*.
 
     emulator: 'thread' (in-process ServoEmulator) or 'process' (the
-    ``python -m ...emulator`` CLI in a child process, no shared GIL).
-    A pty ignores the baud rate: the figures measure SDK + Python + pty
+    ``python -m ...servo_emulator`` CLI in a child process, no shared GIL).
+    A pty ignores the baud rate: the figures measure the bus code + Python + pty
     overhead, not RS-485 wire time (on a real bus add roughly
     ``10 bits * bytes / baud`` plus each servo's Return Delay Time and the
     USB adapter's latency timer).

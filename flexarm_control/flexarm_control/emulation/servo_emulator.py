@@ -311,7 +311,7 @@ class ServoEmulator:
 
     @property
     def port_name(self) -> str:
-        """Path the SDK should open (the symlink if ``link_path`` was given)."""
+        """Path a client opens (the symlink if ``link_path`` was given)."""
         return self.link_path or self._pts_name
 
     @property
@@ -329,7 +329,7 @@ class ServoEmulator:
             self._master = self._slave = None
 
     def close_port(self) -> None:
-        """Unplug: close both pty ends (the SDK side then sees I/O errors). Returns once closed."""
+        """Unplug: close both pty ends (the client side then sees I/O errors). Returns once closed."""
         self._closed_evt.clear()
         with self._lock:
             self._close_generation = self._generation
@@ -795,9 +795,10 @@ def _model_plant(arm: str, params: Optional[str]):
     from .plants import ModelPlant
     if params is None:
         raise SystemExit("dxl_emulator: --arm needs --params (the bridge's parameter file: ids, directions, gears)")
+    import yaml
     try:
         cfg = load_yaml(params)
-    except (ConfigError, OSError, ValueError) as exc:
+    except (ConfigError, OSError, ValueError, AttributeError, TypeError, yaml.YAMLError) as exc:
         raise SystemExit(f"dxl_emulator: --params {params}: {exc}") from None
     joints = list(cfg.joints)
     try:

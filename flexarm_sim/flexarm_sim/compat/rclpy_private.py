@@ -76,6 +76,8 @@ def take_serialized(subscription):
 
 def check() -> None:
     """Exercise every assumption above in a context of its own; CompatError naming the first that fails."""
+    import time
+
     import rclpy
     from rclpy.guard_condition import GuardCondition
     from rclpy.qos import QoSProfile
@@ -96,8 +98,11 @@ def check() -> None:
             guard = GuardCondition(callback=None, callback_group=None, context=context)
             waiter = RawWaitSet(context, [sub], [guard])
             guard.trigger()
-            if waiter.wait(1_000_000_000) != []:
-                raise CompatError('rclpy', 'WaitSet.get_ready_entities', 'a guard condition woke a subscription')
+            t0 = time.monotonic()
+            woken = waiter.wait(5_000_000_000)
+            if woken != [] or time.monotonic() - t0 > 2.5:
+                raise CompatError('rclpy', 'WaitSet.wait / add_guard_condition', 'a triggered guard condition did not '
+                                  f'end the wait alone (ready {woken}, {time.monotonic() - t0:.2f} s of a 5 s wait)')
             pub.publish(String(data='x'))
             ready = []
             for _ in range(50):                        # intra-process delivery takes a moment

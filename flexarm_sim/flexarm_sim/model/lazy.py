@@ -1,28 +1,33 @@
-"""Modules loaded on first use: ``kernels = lazy_module(__package__ + '.kernels')`` binds a module whose code (and
-numba with it) runs at the first attribute read, so importing the model's numerics costs no compiler.
+"""Modules loaded on first use: ``kernels = lazy_module(__package__ + '.kernels')`` binds a stand-in whose first
+attribute read imports the module (and numba with it), so importing the model's numerics costs no compiler.
 
-The standard library's lazy loader (``importlib.util.LazyLoader``); the module is registered in ``sys.modules`` and on
-its package, so a later plain import gets the same object.
+The stand-in imports through ``importlib.import_module``, whose module locks make a second thread wait for the
+module to be complete (the standard library's LazyLoader marks a module loaded before its code has run, so on
+Python 3.11 a second thread could read a half-built module); a failed import raises again at the next use.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
-from types import ModuleType
 
 
-def lazy_module(name: str) -> ModuleType:
-    """The module *name*, its code run at the first attribute access (at once if it is imported already)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    parent, _, child = name.rpartition('.')
-    if parent:
-        setattr(sys.modules[parent], child, module)
-    return module
+class _LazyModule:
+    __slots__ = ('_name', '_module')
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attr):
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)
+
+    def __repr__(self):
+        return f'<lazy module {self._name!r}{" (loaded)" if self._module is not None else ""}>'
+
+
+def lazy_module(name: str):
+    """The module *name* if it is imported already, else a stand-in that imports it at the first attribute read."""
+    return sys.modules.get(name) or _LazyModule(name)
