@@ -66,11 +66,7 @@ class HotSubscription:
 
     def take(self, timeout_s: float):
         """The next message (bytes), waiting up to timeout_s; None on timeout or wake()."""
-        got = take_serialized(self.sub)                             # one already waiting: no wait at all
-        if got is None:
-            if not self._waiter.wait(int(timeout_s * 1e9)):
-                return None
-            got = take_serialized(self.sub)
+        got = self._waiter.take_next(self.sub, int(timeout_s * 1e9))
         if got is None:
             return None
         self.taken += 1
