@@ -12,43 +12,19 @@ its sub-step rule, on every shipped arm without damping, friction or stops.
 The same measures refute RK4 at its stability rule (today's default): spatial_3r's ~1 kHz modes are damped at
 zeta ~1e-2 and the arm loses most of its energy in 10 s.
 """
-import os
-
 import numpy as np
 import pytest
 import scipy.linalg
 
-from flexarm_sim.model import auto_substeps, conservative, linearize, load_arm, load_model, simulate, step
+from flexarm_sim.arms import resolve_arm
+from flexarm_sim.model import auto_substeps, linearize, load_model, simulate, step
 from flexarm_sim.model.integrators import GAUSS_STEP_LIMIT, ArmState, linearized_eigenvalues
 from flexarm_sim.plant.config import INTEGRATORS
 from flexarm_sim.plant.engine import PlantCore
-from flexarm_sim.arms import shipped_arms_dir
+from free_motion_cases import bent_start, free_arm, relative_energy_error
 
-ARMS = shipped_arms_dir()
 SHIPPED = ('deluca_two_link', 'slewing_beam', 'rigid_puma3', 'spatial_3r')
 DT = 1e-3
-
-
-def free_arm(name, gravity=True):
-    """The shipped arm without modal damping, joint friction and hard stops (spec.conservative)."""
-    return load_model(conservative(load_arm(os.path.join(ARMS, f'{name}.yaml')), gravity))
-
-
-def bent_start(model, fraction=0.05):
-    """Joints at the nominal configuration, every link's first mode coordinate at `fraction` of its length and its
-    higher ones at a fifth of that: a start that excites the high modes too."""
-    z = np.zeros(model.n_coords)
-    z[model.q_index] = model.spec.nominal_configuration
-    for j, qj in enumerate(model.q_index):
-        L = model.spec.joints[j].link.length
-        for k in range(model.data.n_modes[j]):
-            z[qj + 1 + k] = fraction * L * (1.0 if k == 0 else 0.2)
-    return z
-
-
-def relative_energy_error(res):
-    E = res.energy
-    return np.abs(E - E[0]) / abs(E[0])
 
 
 @pytest.mark.parametrize('name', SHIPPED)
@@ -130,7 +106,7 @@ def test_gauss_rule_resolves_every_linearized_eigenvalue():
 def test_gauss_converges_at_fourth_order_to_an_independent_fine_solution():
     """De Luca arm, a torque step from a bent, moving start, 1 s: against RK4 at 1/80 of the step (itself within
     1e-11 of RK4 at 1/160); halving gauss's step divides its error by 2^4 (measured 3.99: 6.1e-5 -> 3.8e-6)."""
-    model = load_model(os.path.join(ARMS, 'deluca_two_link.yaml'))
+    model = load_model(resolve_arm('deluca_two_link'))
     z0 = bent_start(model, 0.03)
     zd0 = np.zeros(model.n_coords)
     zd0[model.q_index] = [1.0, -2.0]

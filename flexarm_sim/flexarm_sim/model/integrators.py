@@ -57,20 +57,23 @@ def method_code(method: str) -> int:
     return METHODS.index(method)
 
 
+def advance(data, ws, z, zd, tau, dt: float, substeps: int, code: int) -> bool:
+    """The kernels' step of the integrator with code `code` (method_code) on raw arrays, in place; False on failure
+    (the Python-side dispatch of step() and the plant's servo sub-steps; kernels dispatch with call_step)."""
+    if code == kernels.RK4:
+        return kernels.rk4_step(data, ws, z, zd, tau, dt, substeps)
+    if code == kernels.MIDPOINT:
+        return kernels.midpoint_step(data, ws, z, zd, tau, dt, substeps, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
+    return kernels.gauss_step(data, ws, z, zd, tau, dt, substeps)
+
+
 def step(model, state: ArmState, tau, dt: float, substeps: int = 1, method: str = 'rk4') -> ArmState:
     """Advance state by dt (in `substeps` equal sub-steps) with constant joint torques tau."""
+    code = method_code(method)                       # ValueError naming the choices
     tau = np.require(tau, float, ('C', 'W'))        # writable: the kernels' one signature (ArmModel._arrays)
     if state.workspace is None:
         state.workspace = model.workspace()
-    if method == 'rk4':
-        ok = kernels.rk4_step(model.data, state.workspace, state.z, state.zd, tau, dt, substeps)
-    elif method == 'midpoint':
-        ok = kernels.midpoint_step(model.data, state.workspace, state.z, state.zd, tau, dt, substeps,
-                                   MIDPOINT_TOL, MIDPOINT_MAX_ITER)
-    elif method == 'gauss':
-        ok = kernels.gauss_step(model.data, state.workspace, state.z, state.zd, tau, dt, substeps)
-    else:
-        raise ValueError(f'unknown integrator {method!r}; choose one of {METHODS}')
+    ok = advance(model.data, state.workspace, state.z, state.zd, tau, dt, substeps, code)
     if not ok or not (np.all(np.isfinite(state.z)) and np.all(np.isfinite(state.zd))):
         raise IntegrationError(f'{method} step failed at t={state.t:.6f}')
     state.t += dt

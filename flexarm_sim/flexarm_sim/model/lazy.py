@@ -12,17 +12,19 @@ import sys
 
 
 class _LazyModule:
-    __slots__ = ('_name', '_module')
-
     def __init__(self, name: str):
         self._name = name
         self._module = None
 
     def __getattr__(self, attr):
+        """Only for a name not read before: it is then kept on the stand-in, so later reads are plain attribute
+        lookups (the step API reads the kernels at every step)."""
         module = self._module
         if module is None:
             module = self._module = importlib.import_module(self._name)
-        return getattr(module, attr)
+        value = getattr(module, attr)
+        setattr(self, attr, value)
+        return value
 
     def __repr__(self):
         return f'<lazy module {self._name!r}{" (loaded)" if self._module is not None else ""}>'

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..model import kernels
 from ..model.integrators import (AUTO_SUBSTEP_SAFETY, MAX_AUTO_SUBSTEPS, MIDPOINT_MAX_ITER,  # noqa: F401
-                                 MIDPOINT_TOL, SubstepError, auto_substeps, has_stops,
+                                 MIDPOINT_TOL, SubstepError, advance, auto_substeps, has_stops,
                                  method_code)
 from ..model.kernels import limit_checks, stops_within_reach  # noqa: F401 (plant_step)
 from ..model.simulation import validity_limit
@@ -226,13 +226,7 @@ class PlantCore:
         for _ in range(k):
             t = sv.torque(z, zd, tau_ff)
             self._tau_sum += t
-            if self.method == 'rk4':
-                ok = kernels.rk4_step(self.data, self.ws, z, zd, t, h, inner)
-            elif self.method == 'gauss':
-                ok = kernels.gauss_step(self.data, self.ws, z, zd, t, h, inner)
-            else:
-                ok = kernels.midpoint_step(self.data, self.ws, z, zd, t, h, inner, MIDPOINT_TOL, MIDPOINT_MAX_ITER)
-            if not ok:
+            if not advance(self.data, self.ws, z, zd, t, h, inner, self.method_code):
                 return False
         self.tau[:] = self._tau_sum / k
         return True
